@@ -1,0 +1,49 @@
+"""Actions: what the core asks its driver to do after an event. Frozen values, carried out in order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .model import NodeId, SessionId
+from .snapshot import PlanJob
+
+
+@dataclass(frozen=True, slots=True)
+class Admit:
+    """The session now holds a place on the node."""
+
+    session_id: SessionId
+    node: NodeId
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupt:
+    """The session lost its place on the node (it is in a tool; its next call waits for a new admission)."""
+
+    session_id: SessionId
+    node: NodeId
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Answer to an acquire: call the LLM on this node now."""
+
+    session_id: SessionId
+    node: NodeId
+
+
+@dataclass(frozen=True, slots=True)
+class Expired:
+    """The session's lease ran out and it was closed."""
+
+    session_id: SessionId
+
+
+@dataclass(frozen=True, slots=True)
+class StartPlan:
+    """Solve `job` (in a worker thread, or inline) and send `PlanFinished(job.id, job.solve())` back."""
+
+    job: PlanJob
+
+
+Action = Admit | Interrupt | Route | Expired | StartPlan

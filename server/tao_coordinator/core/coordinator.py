@@ -1,0 +1,251 @@
+"""The one entry point both drivers call: `on_event(event, now) -> actions`.
+
+The live aiohttp service and the simulator feed it the same events; only their clocks differ. Each handler
+validates first and changes state last, so an event that raises leaves everything as it was.
+
+Planning: events that change what the planner sees mark it dirty. With `inline_planning` the plan is solved inside
+`on_event` and its actions come back at once (the simulator with zero planning delay, tests). Otherwise `on_event`
+returns `StartPlan(job)`; the driver solves `job` off its event loop and reports `PlanFinished(job.id, plan)`.
+Either way at most one plan is in flight. Nothing is planned when the waiting pool is empty and no node changed:
+every holder keeps its place, which is what a plan would decide.
+
+`next_wakeup(now)` tells the driver when time alone will change something (a lease expires, a tool's predicted
+return enters the readiness horizon, an expired prediction is due for re-estimation); it should send `Tick()` then.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from . import state_machine
+from .actions import Action, Expired, Route, StartPlan
+from .errors import DuplicateSession, IllegalTransition
+from .events import (
+    Acquire,
+    CacheResidency,
+    Close,
+    Event,
+    Heartbeat,
+    LlmEnd,
+    NodeRemoved,
+    NodeUpdate,
+    Register,
+    Tick,
+    ToolEnd,
+    ToolStart,
+)
+from .model import CacheEvidence, EvidenceSource, Node, Phase, RunningTool, Session
+from .plan import PlanFinished
+from .planner import Planner
+from .policies.base import Policy
+from .settings import CoreSettings
+from .signals.cache_credit import with_evidence
+from .signals.duration import DurationEstimator, DurationHistory
+from .state import FleetState
+
+
+class Coordinator:
+    def __init__(
+        self,
+        policy: Policy,
+        settings: CoreSettings | None = None,
+        *,
+        history: DurationHistory | None = None,
+        inline_planning: bool = True,
+    ) -> None:
+        self.policy = policy
+        self.settings = settings or CoreSettings()
+        self.history = history or DurationHistory(self.settings.estimator_window)
+        self.estimator = DurationEstimator(self.history, self.settings)
+        self.state = FleetState()
+        self.planner = Planner()
+        self.inline_planning = inline_planning
+        self._nodes_changed = False
+
+    def on_event(self, event: Event | PlanFinished, now: float) -> list[Action]:
+        if isinstance(event, PlanFinished):
+            actions = self.planner.finish(event.job_id, event.plan, self.state, self.settings, now)
+        else:
+            actions = self._handle(event, now)
+            self.policy.observe(event, now)
+        return actions + self._maybe_plan(now)
+
+    def _handle(self, event: Event, now: float) -> list[Action]:
+        match event:
+            case Register():
+                return self._register(event, now)
+            case Acquire():
+                return self._acquire(event, now)
+            case LlmEnd():
+                self._llm_end(event, now)
+            case ToolStart():
+                self._tool_start(event, now)
+            case ToolEnd():
+                self._tool_end(event, now)
+            case Heartbeat():
+                session = self.state.session(event.session_id)
+                self.state.put(replace(session, lease_expires_at=max(session.lease_expires_at, self._lease(now))))
+                return []
+            case Close():
+                self.state.put(state_machine.close(self.state.session(event.session_id), now))
+            case NodeUpdate():
+                self._node_update(event)
+            case NodeRemoved():
+                self.state.node(event.node_id)
+                self.state.drop_node(event.node_id)
+                self._nodes_changed = True
+            case CacheResidency():
+                session = self.state.session(event.session_id)
+                evidence = CacheEvidence(event.node_id, event.tokens, now, EvidenceSource.KV_EVENTS)
+                self._put_changed(session, evidence=with_evidence(session.evidence, evidence, self.settings))
+            case Tick():
+                return self._tick(now)
+        self.planner.mark_dirty()
+        return []
+
+    def _lease(self, now: float) -> float:
+        return now + self.settings.lease_ttl_s
+
+    def _put_changed(self, session: Session, **changes: object) -> None:
+        self.state.put(replace(session, version=session.version + 1, **changes))  # type: ignore[arg-type]
+
+    def _register(self, event: Register, now: float) -> list[Action]:
+        existing = self.state.sessions.get(event.session_id)
+        if existing is not None:
+            raise DuplicateSession(event.session_id)
+        self.state.put(
+            Session(
+                id=event.session_id,
+                context=event.context,
+                registered_at=now,
+                lease_expires_at=self._lease(now),
+                expected_input_tokens=event.expected_input_tokens or 0,
+                phase_since=now,
+            )
+        )
+        self.planner.mark_dirty()
+        return []
+
+    def _acquire(self, event: Acquire, now: float) -> list[Action]:
+        session = self.state.session(event.session_id)
+        healthy = {node_id: node for node_id, node in self.state.nodes.items() if node.healthy}
+        if session.phase is Phase.IN_LLM:
+            route_to = session.node
+        elif session.phase in (Phase.IN_TOOL, Phase.CLOSED):
+            route_to = None
+        else:
+            route_to = self.policy.route(session, healthy, now)
+        updated = state_machine.acquire(session, now, route_to, event.expected_input_tokens)
+        self.state.put(replace(updated, lease_expires_at=self._lease(now)))
+        if updated.phase is Phase.IN_LLM and updated.node is not None:
+            return [Route(session.id, updated.node)]
+        self.planner.mark_dirty()
+        return []
+
+    def _llm_end(self, event: LlmEnd, now: float) -> None:
+        session = self.state.session(event.session_id)
+        if session.phase is not Phase.IN_LLM:
+            raise IllegalTransition(session.id, session.phase.name, "llm_end", "no call is running")
+        changes: dict[str, object] = {"last_node": event.node_id, "lease_expires_at": self._lease(now)}
+        if event.error is None:
+            completion = event.completion_tokens or 0
+            if event.prompt_tokens is not None:
+                context = event.prompt_tokens + completion
+                source = EvidenceSource.USAGE
+            else:
+                context = max(session.context_tokens, session.expected_input_tokens) + completion
+                source = EvidenceSource.ESTIMATE
+            evidence = CacheEvidence(event.node_id, context, now, source)
+            changes.update(
+                context_tokens=context,
+                expected_input_tokens=0,
+                completed_calls=session.completed_calls + 1,
+                output_tokens_total=session.output_tokens_total + completion,
+                evidence=with_evidence(session.evidence, evidence, self.settings),
+            )
+        self.state.put(state_machine.llm_end(session, now, **changes))
+
+    def _tool_start(self, event: ToolStart, now: float) -> None:
+        session = self.state.session(event.session_id)
+        prediction = self.estimator.predict(event.tool, event.hints, now)
+        tool = RunningTool(
+            event.call_id, event.tool, now, event.hints, now + prediction.duration_s, now, prediction.source
+        )
+        updated = state_machine.tool_start(session, now, tool)
+        lease = self._lease(now + (event.hints.timeout_s or 0.0))
+        self.state.put(replace(updated, lease_expires_at=max(updated.lease_expires_at, lease)))
+
+    def _tool_end(self, event: ToolEnd, now: float) -> None:
+        session = self.state.session(event.session_id)
+        updated = state_machine.tool_end(session, now, event.call_id)
+        tool = next(t for t in session.tools if t.call_id == event.call_id)
+        duration = event.duration_s if event.duration_s is not None else max(0.0, now - tool.started_at)
+        self.history.add(tool.tool, duration)
+        self.state.put(replace(updated, lease_expires_at=self._lease(now)))
+
+    def _node_update(self, event: NodeUpdate) -> None:
+        previous = self.state.nodes.get(event.node_id)
+        node = Node(
+            event.node_id,
+            event.capacity_tokens,
+            event.block_size,
+            event.healthy,
+            event.prefix_hit_rate,
+            version=0 if previous is None else previous.version + 1,
+        )
+        if previous is None or (previous.capacity_tokens, previous.healthy) != (node.capacity_tokens, node.healthy):
+            self._nodes_changed = True
+        self.state.put_node(node)
+
+    def _tick(self, now: float) -> list[Action]:
+        actions: list[Action] = []
+        for session in list(self.state.sessions.values()):
+            if session.lease_expires_at <= now:
+                self.state.put(state_machine.close(session, now))
+                actions.append(Expired(session.id))
+            elif session.phase is Phase.IN_TOOL and any(self._due(tool, now) for tool in session.tools):
+                tools = tuple(self._reestimated(tool, now) if self._due(tool, now) else tool for tool in session.tools)
+                self.state.put(state_machine.replace_tools(session, now, tools))
+        self.planner.mark_dirty()
+        return actions
+
+    def _due(self, tool: RunningTool, now: float) -> bool:
+        return now >= tool.predicted_end and now - tool.predicted_at >= self.settings.reestimate_interval_s
+
+    def _reestimated(self, tool: RunningTool, now: float) -> RunningTool:
+        prediction = self.estimator.reestimate(tool.tool, tool.hints, now, now - tool.started_at)
+        end = tool.started_at + prediction.duration_s
+        return replace(tool, predicted_end=end, predicted_at=now, source="reestimate")
+
+    def _maybe_plan(self, now: float) -> list[Action]:
+        if not self.policy.plans or not self.planner.dirty or self.planner.in_flight is not None:
+            return []
+        nodes_matter = self._nodes_changed and bool(self.state.sessions)
+        if not self.state.pool and not nodes_matter and not self._holders_misplaced():
+            self.planner.dirty = self._nodes_changed = False
+            return []
+        self._nodes_changed = False
+        job = self.planner.begin(self.state.snapshot(now, self.settings), self.policy.plan)
+        if job is None:
+            return []
+        if not self.inline_planning:
+            return [StartPlan(job)]
+        return self.planner.finish(job.id, job.solve(), self.state, self.settings, now)
+
+    def _holders_misplaced(self) -> bool:
+        return any(
+            session.node is not None and self.state.usable_node(session.node) is None
+            for session in self.state.sessions.values()
+        )
+
+    def next_wakeup(self, now: float) -> float | None:
+        horizon = self.settings.readiness_horizon_s
+        interval = self.settings.reestimate_interval_s
+        times: list[float] = []
+        for session in self.state.sessions.values():
+            times.append(session.lease_expires_at)
+            for tool in session.tools:
+                times.append(tool.predicted_end - horizon)
+                times.append(max(tool.predicted_end, tool.predicted_at + interval))
+        later = [t for t in times if t > now]
+        return min(later) if later else None

@@ -1,0 +1,197 @@
+"""Events: everything that can happen to the coordinator, as frozen values.
+
+An event checks its own fields when built and raises `InvalidEvent` naming the field, so a bad event never reaches
+the state. Time is not part of an event: `Coordinator.on_event(event, now)` receives it separately, so the same
+events replay identically under a virtual clock.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .errors import InvalidEvent
+from .model import AgentContext, NodeId, SessionId, ToolHints
+
+
+def _require_id(name: str, value: str) -> None:
+    if not isinstance(value, str) or not value:
+        raise InvalidEvent(name, "must be a non-empty string")
+
+
+def _require_count(name: str, value: int | None) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise InvalidEvent(name, f"must be a non-negative integer, got {value!r}")
+
+
+def _require_seconds(name: str, value: float | None) -> None:
+    if value is not None and (isinstance(value, bool) or not math.isfinite(value) or value < 0):
+        raise InvalidEvent(name, f"must be a finite non-negative number of seconds, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Register:
+    session_id: SessionId
+    context: AgentContext = field(default_factory=AgentContext)
+    expected_input_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        _require_id("session_id", self.session_id)
+        _require_count("expected_input_tokens", self.expected_input_tokens)
+        _require_count("context.shared_prefix_tokens", self.context.shared_prefix_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class Acquire:
+    """The client is about to call the LLM and asks where."""
+
+    session_id: SessionId
+    expected_input_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        _require_id("session_id", self.session_id)
+        _require_count("expected_input_tokens", self.expected_input_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class LlmEnd:
+    """A call finished (or failed) on `node_id`; usage figures are optional."""
+
+    session_id: SessionId
+    node_id: NodeId
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    completion_tokens: int | None = None
+    ttft_s: float | None = None
+    duration_s: float | None = None
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        _require_id("session_id", self.session_id)
+        _require_id("node_id", self.node_id)
+        for name in ("prompt_tokens", "cached_tokens", "completion_tokens"):
+            _require_count(name, getattr(self, name))
+        _require_seconds("ttft_s", self.ttft_s)
+        _require_seconds("duration_s", self.duration_s)
+        if (
+            self.cached_tokens is not None
+            and self.prompt_tokens is not None
+            and self.cached_tokens > self.prompt_tokens
+        ):
+            raise InvalidEvent("cached_tokens", "cannot exceed prompt_tokens")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStart:
+    session_id: SessionId
+    call_id: str
+    tool: str
+    hints: ToolHints = field(default_factory=ToolHints)
+
+    def __post_init__(self) -> None:
+        _require_id("session_id", self.session_id)
+        _require_id("call_id", self.call_id)
+        _require_id("tool", self.tool)
+        _require_seconds("hints.timeout_s", self.hints.timeout_s)
+        _require_seconds("hints.sleep_s", self.hints.sleep_s)
+        if self.hints.deadline is not None and not math.isfinite(self.hints.deadline):
+            raise InvalidEvent("hints.deadline", "must be a finite time")
+
+
+TOOL_STATUSES = ("ok", "error", "timeout")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolEnd:
+    session_id: SessionId
+    call_id: str
+    duration_s: float | None = None
+    """Measured by the client; when absent the coordinator uses the time since tool_start."""
+    status: str = "ok"
+
+    def __post_init__(self) -> None:
+        _require_id("session_id", self.session_id)
+        _require_id("call_id", self.call_id)
+        _require_seconds("duration_s", self.duration_s)
+        if self.status not in TOOL_STATUSES:
+            raise InvalidEvent("status", f"must be one of {', '.join(TOOL_STATUSES)}, got {self.status!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """Renews the session's lease and changes nothing else."""
+
+    session_id: SessionId
+
+    def __post_init__(self) -> None:
+        _require_id("session_id", self.session_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    session_id: SessionId
+    reason: str = "closed"
+
+    def __post_init__(self) -> None:
+        _require_id("session_id", self.session_id)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeUpdate:
+    """A node joined, or its observed capacity, health or hit rate changed."""
+
+    node_id: NodeId
+    capacity_tokens: int
+    block_size: int = 16
+    healthy: bool = True
+    prefix_hit_rate: float = 0.0
+
+    def __post_init__(self) -> None:
+        _require_id("node_id", self.node_id)
+        _require_count("capacity_tokens", self.capacity_tokens)
+        if isinstance(self.block_size, bool) or not isinstance(self.block_size, int) or self.block_size < 1:
+            raise InvalidEvent("block_size", f"must be a positive integer, got {self.block_size!r}")
+        if not 0.0 <= self.prefix_hit_rate <= 1.0:
+            raise InvalidEvent("prefix_hit_rate", f"must be within [0, 1], got {self.prefix_hit_rate!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRemoved:
+    node_id: NodeId
+
+    def __post_init__(self) -> None:
+        _require_id("node_id", self.node_id)
+
+
+@dataclass(frozen=True, slots=True)
+class CacheResidency:
+    """Live KV-event evidence: `tokens` of the session's prefix are resident on the node now (0 = evicted)."""
+
+    node_id: NodeId
+    session_id: SessionId
+    tokens: int
+
+    def __post_init__(self) -> None:
+        _require_id("node_id", self.node_id)
+        _require_id("session_id", self.session_id)
+        _require_count("tokens", self.tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """Time passed: expire leases, re-estimate expired tool predictions, let readiness flip."""
+
+
+Event = (
+    Register
+    | Acquire
+    | LlmEnd
+    | ToolStart
+    | ToolEnd
+    | Heartbeat
+    | Close
+    | NodeUpdate
+    | NodeRemoved
+    | CacheResidency
+    | Tick
+)

@@ -1,0 +1,164 @@
+"""Sessions, nodes and their parts, as small immutable values.
+
+Invariants (checked by `Session.check()` in tests and relied on everywhere):
+- `node` is the node on which the session holds a place, or None. CLOSED and WAITING never hold one; IN_LLM always
+  does (a call runs on a node). ADMITTED always does: admission is the act of granting a place.
+- `llm_calls > 0` exactly when the phase is IN_LLM; `tools` is non-empty exactly when the phase is IN_TOOL.
+- `acquire_pending` is only set while the session waits for a place (WAITING).
+- `version` grows by one on every change; the planner compares it to decide whether a plan is stale.
+
+Nothing here mutates: transitions build a new `Session` with `dataclasses.replace` (see `state_machine.py`).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+SessionId = str
+NodeId = str
+
+_EMPTY_LABELS: Mapping[str, str] = MappingProxyType({})
+
+
+class Phase(enum.IntEnum):
+    """Where a session is in its life (design §3). Order has no meaning beyond CLOSED being last."""
+
+    WAITING = 0
+    """Wants the LLM and holds no place: new, or back from a tool after being interrupted."""
+    ADMITTED = 1
+    """Holds a place on a node and has not started its next call yet."""
+    READY = 2
+    """Its tools ended and it has not called the LLM yet; may or may not still hold a place."""
+    IN_TOOL = 3
+    """Runs one or more tools; `node` set means resident, None means paused (interrupted)."""
+    IN_LLM = 4
+    """Inside one or more LLM calls on `node`. Never moved by the planner."""
+    CLOSED = 5
+    """Finished, closed by the client, or its lease expired."""
+
+
+class EvidenceSource(enum.IntEnum):
+    """Where a cache-credit figure comes from, best first (design §4)."""
+
+    KV_EVENTS = 0
+    """Blocks of this session resident on the node, counted from vLLM KV events. Exact; does not decay."""
+    USAGE = 1
+    """The node served the session's last call and reported usage: it held the whole context then. Decays."""
+    ESTIMATE = 2
+    """The node served a call without usage figures: context × the node's prefix hit rate. Decays."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentContext:
+    """What the client tells us about the agent at registration."""
+
+    harness: str = "unknown"
+    workflow_id: str = ""
+    model: str = ""
+    shared_prefix_tokens: int = 0
+    """Tokens at the head of every prompt that other sessions share (system prompt, tool catalog)."""
+    expected_next_tools: tuple[str, ...] = ()
+    client_session_id: str = ""
+    labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY_LABELS)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolHints:
+    """What the tool call itself says about its duration. All optional; absent means unknown."""
+
+    timeout_s: float | None = None
+    """Upper cap: the harness kills the tool after this long."""
+    sleep_s: float | None = None
+    """Seconds the command is known to sleep (parsed `sleep N`): a floor for the duration."""
+    background: bool = False
+    """The tool returns at once and keeps running on its own."""
+    deadline: float | None = None
+    """Absolute time (the coordinator's clock) by which the tool ends."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunningTool:
+    """One tool call in flight, with the duration predicted for it."""
+
+    call_id: str
+    tool: str
+    started_at: float
+    hints: ToolHints
+    predicted_end: float
+    """Absolute time at which the tool is predicted to return."""
+    predicted_at: float
+    """When `predicted_end` was last estimated; expired predictions are re-estimated at most every so often."""
+    source: str
+    """Which rule produced the prediction: hint, tool, global, default, or reestimate."""
+
+
+@dataclass(frozen=True, slots=True)
+class CacheEvidence:
+    """A figure, in tokens, for how much of the session's prefix `node` holds, and when it was observed."""
+
+    node: NodeId
+    tokens: int
+    observed_at: float
+    source: EvidenceSource
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """One agent session as the coordinator sees it."""
+
+    id: SessionId
+    context: AgentContext
+    registered_at: float
+    lease_expires_at: float
+    phase: Phase = Phase.WAITING
+    node: NodeId | None = None
+    version: int = 0
+    llm_calls: int = 0
+    acquire_pending: bool = False
+    tools: tuple[RunningTool, ...] = ()
+    context_tokens: int = 0
+    """Tokens of the whole context after the last call (prompt + completion)."""
+    expected_input_tokens: int = 0
+    """Prompt size the client announced for its next call (0 when it did not say)."""
+    completed_calls: int = 0
+    output_tokens_total: int = 0
+    evidence: tuple[CacheEvidence, ...] = ()
+    last_node: NodeId | None = None
+    """The node that served the last call (used by routers and by fail-open clients)."""
+    phase_since: float = 0.0
+
+    @property
+    def holds_place(self) -> bool:
+        return self.node is not None
+
+    @property
+    def is_candidate(self) -> bool:
+        """Whether the planner may place, keep, move or interrupt this session (design §5)."""
+        return self.phase not in (Phase.IN_LLM, Phase.CLOSED)
+
+    def check(self) -> None:
+        """Raise AssertionError when an invariant of the module docstring does not hold."""
+        if self.phase in (Phase.CLOSED, Phase.WAITING):
+            assert self.node is None, f"{self.phase.name} session holds node {self.node}"
+        if self.phase in (Phase.IN_LLM, Phase.ADMITTED):
+            assert self.node is not None, f"{self.phase.name} session holds no node"
+        assert (self.llm_calls > 0) == (self.phase is Phase.IN_LLM), "llm_calls out of step with phase"
+        assert bool(self.tools) == (self.phase is Phase.IN_TOOL), "tools out of step with phase"
+        assert not self.acquire_pending or self.phase is Phase.WAITING, "acquire pending outside WAITING"
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One vLLM node: its KV capacity as observed, and whether it is healthy."""
+
+    id: NodeId
+    capacity_tokens: int
+    """KV capacity in tokens, `(num_gpu_blocks − 1) × block_size` (or `kv_cache_size_tokens`)."""
+    block_size: int = 16
+    healthy: bool = True
+    prefix_hit_rate: float = 0.0
+    """Observed share of prompt tokens served from the prefix cache, in [0, 1]."""
+    version: int = 0

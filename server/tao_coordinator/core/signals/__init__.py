@@ -1,0 +1,9 @@
+"""Signals: the components of a session's value, one module each, all behind `Signal` (see `base.py`)."""
+
+from .base import Signal, SignalContext
+from .cache_credit import CacheCredit
+from .footprint import Footprint, footprint_tokens
+from .readiness import Readiness
+from .stability import Stability
+
+__all__ = ["CacheCredit", "Footprint", "Readiness", "Signal", "SignalContext", "Stability", "footprint_tokens"]

@@ -1,0 +1,78 @@
+"""Cache credit k(i, b): evidence, in credit units, that node b still holds session i's prefix (design §4).
+
+Sources, best first: live KV events (exact, no decay), usage reported at the end of a call (the node held the whole
+context then), an estimate from the node's prefix hit rate. Snapshot evidence decays as k0·2^(−τ/h) with its age τ.
+The result is floored to whole units of `credit_unit_tokens`; below one unit it is 0.
+
+Invariants: credit is 0 on nodes that are not in the context (unhealthy or removed); for one node only the best
+source counts, even when it says less than a worse one (a KV event reporting eviction beats old usage).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from ..model import CacheEvidence, EvidenceSource, NodeId, Session
+from ..settings import CoreSettings
+from .base import SignalContext
+
+
+def decayed_tokens(evidence: CacheEvidence, now: float, half_life_s: float | None, hit_rate: float) -> float:
+    if evidence.source is EvidenceSource.KV_EVENTS:
+        return float(evidence.tokens)
+    tokens = evidence.tokens * hit_rate if evidence.source is EvidenceSource.ESTIMATE else float(evidence.tokens)
+    if half_life_s is None:
+        return tokens
+    age = max(0.0, now - evidence.observed_at)
+    return tokens * math.pow(2.0, -age / half_life_s)
+
+
+def best_evidence(evidence: tuple[CacheEvidence, ...]) -> dict[NodeId, CacheEvidence]:
+    """Per node, the evidence of the best source; the newest among equals."""
+    best: dict[NodeId, CacheEvidence] = {}
+    for item in evidence:
+        held = best.get(item.node)
+        if held is None or (item.source, -item.observed_at) < (held.source, -held.observed_at):
+            best[item.node] = item
+    return best
+
+
+def with_evidence(
+    evidence: tuple[CacheEvidence, ...], new: CacheEvidence, settings: CoreSettings
+) -> tuple[CacheEvidence, ...]:
+    """Record `new`, replacing older evidence of the same node and source; keep the most recent nodes only."""
+    kept = [e for e in evidence if not (e.node == new.node and e.source == new.source)]
+    kept.append(new)
+    newest_by_node: dict[NodeId, float] = {}
+    for e in kept:
+        newest_by_node[e.node] = max(newest_by_node.get(e.node, e.observed_at), e.observed_at)
+    keep_nodes = set(sorted(newest_by_node, key=lambda n: -newest_by_node[n])[: settings.max_evidence_nodes])
+    return tuple(e for e in kept if e.node in keep_nodes)
+
+
+class CacheCredit:
+    """The first component of TAO's value. `decay=False` is the `tao-no-decay` ablation."""
+
+    name = "cache_credit"
+
+    def __init__(self, decay: bool = True) -> None:
+        self.decay = decay
+
+    def base(self, session: Session, ctx: SignalContext) -> int:
+        return 0
+
+    def on_nodes(self, session: Session, ctx: SignalContext) -> Mapping[NodeId, int]:
+        if not session.evidence:
+            return {}
+        unit = ctx.settings.credit_unit_tokens
+        half_life = ctx.settings.credit_half_life_s if self.decay else None
+        credits: dict[NodeId, int] = {}
+        for node_id, evidence in best_evidence(session.evidence).items():
+            node = ctx.nodes.get(node_id)
+            if node is None:
+                continue
+            units = int(decayed_tokens(evidence, ctx.now, half_life, node.prefix_hit_rate) // unit)
+            if units > 0:
+                credits[node_id] = units
+        return credits

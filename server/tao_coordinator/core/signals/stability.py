@@ -1,0 +1,24 @@
+"""Stability: 1 on the node where the session holds its place now, 0 elsewhere.
+
+Last in TAO's order, it only breaks ties: among plans of equal credit, readiness and footprint, the one that moves
+the fewest sessions wins, so equal-valued alternatives never cause an interruption followed by a re-admission.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..model import NodeId, Session
+from .base import NO_NODES, SignalContext
+
+
+class Stability:
+    name = "stability"
+
+    def base(self, session: Session, ctx: SignalContext) -> int:
+        return 0
+
+    def on_nodes(self, session: Session, ctx: SignalContext) -> Mapping[NodeId, int]:
+        if session.node is None or session.node not in ctx.nodes:
+            return NO_NODES
+        return {session.node: 1}

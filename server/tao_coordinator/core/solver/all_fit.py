@@ -1,0 +1,53 @@
+"""The certified fast path: place every item on a node where it has its best value.
+
+The sum of every item's best value is an upper bound on any plan's objective. If a packing reaches it, it is
+optimal, whatever the DP would have found; when capacity is not contended (the common case on a healthy fleet) this
+answers in O(n log n + n·m) without building any table. Items that fit on no node are left out first (exactly: they
+can never be placed). A failed packing proves nothing, and the caller moves on to the DP.
+"""
+
+from __future__ import annotations
+
+from .problem import Problem, Solution
+
+
+def solve_all_fit(problem: Problem) -> Solution | None:
+    node_count = len(problem.capacities)
+    remaining = list(problem.capacities)
+    assignment: list[int | None] = [None] * len(problem.items)
+    pinned: list[tuple[int, list[int]]] = []
+    free: list[tuple[int, set[int]]] = []
+    for i, item in enumerate(problem.items):
+        if not problem.fits_somewhere(item):
+            continue
+        best = item.best_value(node_count)
+        if item.base == best and len(item.on_nodes) < node_count:
+            free.append((i, {b for b, value in item.on_nodes.items() if value < best}))
+        else:
+            pinned.append((i, [b for b, value in item.on_nodes.items() if value == best]))
+
+    pinned.sort(key=lambda entry: (len(entry[1]), -problem.items[entry[0]].weight))
+    free.sort(key=lambda entry: -problem.items[entry[0]].weight)
+    for i, allowed in pinned:
+        if not _place_best_fit(i, problem.items[i].weight, allowed, remaining, assignment):
+            return None
+    all_nodes = list(range(node_count))
+    for i, excluded in free:
+        allowed = [b for b in all_nodes if b not in excluded] if excluded else all_nodes
+        if not _place_best_fit(i, problem.items[i].weight, allowed, remaining, assignment):
+            return None
+    return Solution(tuple(assignment), problem.objective(assignment), "all-fit")
+
+
+def _place_best_fit(
+    i: int, weight: int, allowed: list[int], remaining: list[int], assignment: list[int | None]
+) -> bool:
+    best_node = -1
+    for b in allowed:
+        if remaining[b] >= weight and (best_node < 0 or remaining[b] < remaining[best_node]):
+            best_node = b
+    if best_node < 0:
+        return False
+    remaining[best_node] -= weight
+    assignment[i] = best_node
+    return True

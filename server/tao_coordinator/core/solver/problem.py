@@ -1,0 +1,75 @@
+"""The placement problem the solvers see: items (sessions) with weights and per-node values, knapsacks (nodes)
+with capacities, both in capacity cells. Nothing here knows about sessions, time or signals.
+
+Maximise the lexicographic sum of the values of placed items, each item on at most one node, each node's placed
+weight within its capacity (design §5). An item's value on node b is `on_nodes[b]` if present, else `base`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..value import Value, total
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    weight: int
+    base: Value
+    on_nodes: Mapping[int, Value] = field(default_factory=dict)
+
+    def value_on(self, node: int) -> Value:
+        return self.on_nodes.get(node, self.base)
+
+    def best_value(self, node_count: int) -> Value:
+        candidates = list(self.on_nodes.values())
+        if len(self.on_nodes) < node_count:
+            candidates.append(self.base)
+        return max(candidates) if candidates else self.base
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    items: tuple[Item, ...]
+    capacities: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if any(c < 0 for c in self.capacities):
+            raise ValueError("capacities: must be non-negative")
+        widths = {len(item.base) for item in self.items}
+        if len(widths) > 1:
+            raise ValueError("items: all values must have the same number of components")
+        for item in self.items:
+            if item.weight < 0:
+                raise ValueError("items: weights must be non-negative")
+            if any(not 0 <= b < len(self.capacities) for b in item.on_nodes):
+                raise ValueError("items: on_nodes names a node index out of range")
+
+    @property
+    def width(self) -> int:
+        return len(self.items[0].base) if self.items else 0
+
+    def fits_somewhere(self, item: Item) -> bool:
+        return any(item.weight <= c for c in self.capacities)
+
+    def objective(self, assignment: Sequence[int | None]) -> Value:
+        return total(
+            (item.value_on(b) for item, b in zip(self.items, assignment, strict=True) if b is not None), self.width
+        )
+
+    def is_feasible(self, assignment: Sequence[int | None]) -> bool:
+        used = [0] * len(self.capacities)
+        for item, b in zip(self.items, assignment, strict=True):
+            if b is not None:
+                used[b] += item.weight
+        return all(u <= c for u, c in zip(used, self.capacities, strict=True))
+
+
+@dataclass(frozen=True, slots=True)
+class Solution:
+    assignment: tuple[int | None, ...]
+    objective: Value
+    method: str
+    """all-fit, dp, fallback or greedy: which rule produced the assignment."""
+    dp_states: int = 0

@@ -1,0 +1,79 @@
+"""The live fleet: sessions and nodes by id, and the waiting pool kept in step with them.
+
+Invariants: `pool` is exactly the set of live sessions that are candidates without a place (WAITING, READY or
+IN_TOOL with no node); closed sessions are not kept. Only `put`, `forget` and `put_node`/`drop_node` change the
+state, so the pool cannot drift.
+"""
+
+from __future__ import annotations
+
+from .errors import UnknownNode, UnknownSession
+from .model import Node, NodeId, Phase, Session, SessionId
+from .settings import CoreSettings
+from .signals.footprint import footprint_tokens
+from .snapshot import Snapshot
+
+
+def in_pool(session: Session) -> bool:
+    return session.node is None and session.phase in (Phase.WAITING, Phase.READY, Phase.IN_TOOL)
+
+
+class FleetState:
+    def __init__(self) -> None:
+        self.sessions: dict[SessionId, Session] = {}
+        self.nodes: dict[NodeId, Node] = {}
+        self.pool: set[SessionId] = set()
+
+    def session(self, session_id: SessionId) -> Session:
+        try:
+            return self.sessions[session_id]
+        except KeyError:
+            raise UnknownSession(session_id) from None
+
+    def node(self, node_id: NodeId) -> Node:
+        try:
+            return self.nodes[node_id]
+        except KeyError:
+            raise UnknownNode(node_id) from None
+
+    def put(self, session: Session) -> None:
+        if session.phase is Phase.CLOSED:
+            self.forget(session.id)
+            return
+        self.sessions[session.id] = session
+        if in_pool(session):
+            self.pool.add(session.id)
+        else:
+            self.pool.discard(session.id)
+
+    def forget(self, session_id: SessionId) -> None:
+        self.sessions.pop(session_id, None)
+        self.pool.discard(session_id)
+
+    def put_node(self, node: Node) -> None:
+        self.nodes[node.id] = node
+
+    def drop_node(self, node_id: NodeId) -> None:
+        self.nodes.pop(node_id, None)
+
+    def usable_node(self, node_id: NodeId | None) -> Node | None:
+        node = self.nodes.get(node_id) if node_id is not None else None
+        return node if node is not None and node.healthy else None
+
+    def snapshot(self, now: float, settings: CoreSettings) -> Snapshot:
+        return Snapshot(now, tuple(self.sessions.values()), tuple(self.nodes.values()), settings)
+
+    def used_cells(self, settings: CoreSettings) -> dict[NodeId, int]:
+        """Capacity cells held per node by the sessions that hold places there, at their current footprint."""
+        quantum = settings.capacity_quantum_tokens
+        used: dict[NodeId, int] = {}
+        for session in self.sessions.values():
+            if session.node is not None:
+                cells = -(-footprint_tokens(session, settings) // quantum)
+                used[session.node] = used.get(session.node, 0) + cells
+        return used
+
+
+def capacity_cells(node: Node, settings: CoreSettings) -> int:
+    """What the planner may fill on `node`, in cells: capacity × utilisation target, rounded down."""
+    return int(node.capacity_tokens * settings.utilization_target) // settings.capacity_quantum_tokens

@@ -1,0 +1,103 @@
+"""The lexicographic value of placing a session on a node, and its exact embedding into integers.
+
+`ValueModel` evaluates an ordered list of signals: the value of session i on node b is the tuple of their
+components, most significant first, compared lexicographically with no weights (design §4). Tuples form an ordered
+abelian group, so summing them over a plan and comparing sums is exact.
+
+`LexEmbedding` maps such tuples to single integers for the vectorised DP: a mixed-radix number whose digit j has
+radix S_j + 1, where S_j bounds the sum of component j over every item of the instance. Invariant (proved in
+`tests/core/test_value.py`, and by this argument): for any two sets of items A, B of one instance,
+`sum_A tuple < sum_B tuple  ⇔  embed(sum_A) < embed(sum_B)`, because every lower digit's sum stays below its radix,
+so no carry ever crosses a digit; and the largest possible sum is below `LIMIT` (2^61), leaving room for the DP's
+"unreachable" sentinel −2^62 plus any value without leaving int64. An instance whose bound would pass `LIMIT` raises
+`EmbeddingOverflow`, and the solver falls back instead of risking a wrong order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from .model import NodeId, Session
+from .signals.base import Signal, SignalContext
+
+Value = tuple[int, ...]
+
+LIMIT = 1 << 61
+
+
+class EmbeddingOverflow(ArithmeticError):
+    """The instance's value sums do not fit below `LIMIT`."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionValue:
+    base: Value
+    """The value on any node not in `on_nodes`."""
+    on_nodes: Mapping[NodeId, Value]
+
+
+class ValueModel:
+    """An ordered list of signals; the order is the lexicographic priority."""
+
+    def __init__(self, signals: Sequence[Signal]) -> None:
+        if not signals:
+            raise ValueError("signals: a value needs at least one component")
+        self.signals = tuple(signals)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(signal.name for signal in self.signals)
+
+    def evaluate(self, session: Session, ctx: SignalContext) -> SessionValue:
+        base = tuple(signal.base(session, ctx) for signal in self.signals)
+        exceptions = [signal.on_nodes(session, ctx) for signal in self.signals]
+        nodes = {node for per_signal in exceptions for node in per_signal}
+        on_nodes = {
+            node: tuple(per_signal.get(node, base[j]) for j, per_signal in enumerate(exceptions)) for node in nodes
+        }
+        return SessionValue(base, on_nodes)
+
+
+def add(a: Value, b: Value) -> Value:
+    return tuple(x + y for x, y in zip(a, b, strict=True))
+
+
+def total(values: Iterable[Value], width: int) -> Value:
+    result = (0,) * width
+    for value in values:
+        result = add(result, value)
+    return result
+
+
+class LexEmbedding:
+    """Order-preserving map from value tuples to int, valid for sums over one instance's items."""
+
+    def __init__(self, component_bounds: Sequence[int]) -> None:
+        """`component_bounds[j]` must bound the sum of component j over every item (each item at its largest)."""
+        if any(bound < 0 for bound in component_bounds):
+            raise ValueError("component_bounds: values must be non-negative")
+        multipliers = [1] * len(component_bounds)
+        for j in range(len(component_bounds) - 2, -1, -1):
+            multipliers[j] = multipliers[j + 1] * (component_bounds[j + 1] + 1)
+        largest = sum(b * m for b, m in zip(component_bounds, multipliers, strict=True))
+        if largest >= LIMIT:
+            raise EmbeddingOverflow(f"value sums reach {largest}, above the int64-safe limit {LIMIT}")
+        self.multipliers = tuple(multipliers)
+        self.largest = largest
+
+    @classmethod
+    def for_items(cls, item_values: Iterable[Iterable[Value]], width: int) -> LexEmbedding:
+        """Bounds from each item's componentwise maximum over the values it can take."""
+        bounds = [0] * width
+        for values in item_values:
+            per_item = [0] * width
+            for value in values:
+                if any(component < 0 for component in value):
+                    raise ValueError(f"value {value}: components must be non-negative")
+                per_item = [max(p, c) for p, c in zip(per_item, value, strict=True)]
+            bounds = [b + p for b, p in zip(bounds, per_item, strict=True)]
+        return cls(bounds)
+
+    def embed(self, value: Value) -> int:
+        return sum(c * m for c, m in zip(value, self.multipliers, strict=True))

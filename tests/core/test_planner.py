@@ -1,0 +1,105 @@
+"""Planning off the event loop: one plan in flight, coalescing, and revalidation of stale plans (design §6)."""
+
+from tao_coordinator.core.actions import Admit, Route, StartPlan
+from tao_coordinator.core.coordinator import Coordinator
+from tao_coordinator.core.events import Acquire, Close, LlmEnd, NodeUpdate, Register
+from tao_coordinator.core.model import Phase
+from tao_coordinator.core.plan import Placement, Plan, PlanFinished
+from tao_coordinator.core.policies import make_policy
+from tao_coordinator.core.settings import CoreSettings
+
+PROMPT = 30_000
+
+
+def async_fleet(nodes=("a",), capacity=70_000):
+    c = Coordinator(make_policy("tao"), CoreSettings(lease_ttl_s=1e6), inline_planning=False)
+    for node in nodes:
+        assert c.on_event(NodeUpdate(node, capacity), 0.0) == []  # nobody waits: no plan
+    return c
+
+
+def only_job(actions):
+    jobs = [a.job for a in actions if isinstance(a, StartPlan)]
+    assert len(jobs) == 1
+    return jobs[0]
+
+
+def test_one_plan_in_flight_and_events_meanwhile_coalesce_into_the_next():
+    c = async_fleet()
+    job = only_job(c.on_event(Register("s0", expected_input_tokens=PROMPT), 0.0))
+    assert c.on_event(Register("s1", expected_input_tokens=PROMPT), 0.1) == []
+    assert c.on_event(Register("s2", expected_input_tokens=PROMPT), 0.2) == []
+    assert c.planner.dirty and c.planner.in_flight is job
+    actions = c.on_event(PlanFinished(job.id, job.solve()), 0.3)
+    assert Admit("s0", "a") in actions
+    follow_up = only_job(actions)  # the coalesced events get one plan, not two
+    actions = c.on_event(PlanFinished(follow_up.id, follow_up.solve()), 0.4)
+    assert Admit("s1", "a") in actions
+    assert c.state.session("s2").phase is Phase.WAITING  # no room
+    assert c.planner.stats.started == 2
+
+
+def test_stale_version_ends_the_applied_prefix():
+    c = async_fleet(capacity=140_000)
+    job = only_job(c.on_event(Register("s0", expected_input_tokens=PROMPT), 0.0))
+    c.on_event(Register("s1", expected_input_tokens=PROMPT), 0.0)
+    c.on_event(PlanFinished(job.id, job.solve()), 0.0)
+    job = c.planner.in_flight
+    plan = job.solve()
+    assert [p.session_id for p in plan.placements] == ["s1"]
+    c.on_event(Acquire("s1", expected_input_tokens=PROMPT), 0.1)  # s1 changed after the snapshot
+    actions = c.on_event(PlanFinished(job.id, plan), 0.2)
+    assert c.planner.stats.dropped == 1
+    assert c.state.session("s1").phase is Phase.WAITING
+    retry = only_job(actions)
+    assert Route("s1", "a") in c.on_event(PlanFinished(retry.id, retry.solve()), 0.3)
+
+
+def test_capacity_gone_or_node_unhealthy_cuts_the_plan():
+    for change in (NodeUpdate("a", 30_000), NodeUpdate("a", 140_000, healthy=False)):
+        c = async_fleet(capacity=140_000)
+        job = only_job(c.on_event(Register("s0", expected_input_tokens=PROMPT), 0.0))
+        c.on_event(change, 0.1)
+        c.on_event(PlanFinished(job.id, job.solve()), 0.2)
+        assert c.state.session("s0").node is None
+        assert c.planner.stats.dropped == 1
+
+
+def test_longest_valid_prefix_is_applied_and_the_rest_dropped():
+    c = async_fleet(capacity=140_000)
+    job = only_job(c.on_event(Register("s0", expected_input_tokens=PROMPT), 0.0))
+    c.on_event(Register("s1", expected_input_tokens=PROMPT), 0.0)
+    c.on_event(PlanFinished(job.id, job.solve()), 0.0)
+    s0, s1 = c.state.session("s0"), c.state.session("s1")
+    # a hand-made plan: s1 first (valid), then s0 at a version it no longer has
+    plan = Plan((Placement("s1", s1.version, "a", PROMPT), Placement("s0", s0.version - 1, None, PROMPT)))
+    c.on_event(PlanFinished(c.planner.in_flight.id, plan), 0.1)
+    assert c.state.session("s1").node == "a"
+    assert c.state.session("s0").node == "a"
+    assert c.planner.stats.cut == 1
+
+
+def test_a_late_result_for_a_finished_job_is_ignored():
+    c = async_fleet()
+    job = only_job(c.on_event(Register("s0", expected_input_tokens=PROMPT), 0.0))
+    c.on_event(PlanFinished(job.id, job.solve()), 0.1)
+    before = dict(c.state.sessions)
+    assert c.on_event(PlanFinished(job.id, job.solve()), 0.2) == []
+    assert dict(c.state.sessions) == before
+
+
+def test_sessions_inside_a_call_are_not_candidates():
+    c = async_fleet(capacity=60_000)  # room for one 30k session only
+    job = only_job(c.on_event(Register("s0", expected_input_tokens=PROMPT), 0.0))
+    c.on_event(PlanFinished(job.id, job.solve()), 0.0)
+    c.on_event(Acquire("s0"), 0.1)
+    job = only_job(c.on_event(Register("s1", expected_input_tokens=PROMPT), 0.2))
+    plan = job.solve()
+    assert (plan.candidates, plan.placements) == (1, ())
+    c.on_event(PlanFinished(job.id, plan), 0.3)
+    job = only_job(c.on_event(LlmEnd("s0", "a", PROMPT, 0, 10), 1.0))
+    plan = job.solve()
+    assert (plan.candidates, plan.placements) == (2, ())  # s0 keeps its place on its fresh cache credit
+    c.on_event(PlanFinished(job.id, plan), 1.0)
+    job = only_job(c.on_event(Close("s0"), 2.0))
+    assert Admit("s1", "a") in c.on_event(PlanFinished(job.id, job.solve()), 2.1)
