@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from tao_coordinator.core.solver import Item, Problem, solve
 from tao_coordinator.core.solver.all_fit import solve_all_fit
 from tao_coordinator.core.solver.dp import group_nodes, solve_dp
-from tao_coordinator.core.solver.greedy import best_fit_decreasing, improve
+from tao_coordinator.core.solver.greedy import best_fit_decreasing, home_first
 from tao_coordinator.core.solver.milp import solve_milp
 from tao_coordinator.core.value import total
 
@@ -48,10 +48,10 @@ def test_dp_reaches_the_milp_optimum_and_respects_capacities(problem):
 def test_pipeline_is_exact_within_budget_and_feasible_beyond_it(problem):
     exact = solve_milp(problem)
     assert exact is not None
-    within = solve(problem, budget=10**7, improvement_rounds=3)
+    within = solve(problem, budget=10**7)
     assert within.method in ("all-fit", "dp")
     assert within.objective == exact.objective
-    beyond = solve(problem, budget=1, improvement_rounds=3)
+    beyond = solve(problem, budget=1)
     assert problem.is_feasible(beyond.assignment)
     assert beyond.objective <= exact.objective
 
@@ -72,12 +72,15 @@ def test_all_fit_answers_only_with_the_upper_bound(problem):
 
 @settings(max_examples=200)
 @given(problems())
-def test_fallback_is_feasible_and_improvement_never_hurts(problem):
-    greedy = best_fit_decreasing(problem)
-    improved = improve(problem, greedy, rounds=5)
-    assert problem.is_feasible(greedy.assignment)
-    assert problem.is_feasible(improved.assignment)
-    assert improved.objective >= greedy.objective
+def test_fallbacks_are_feasible_and_home_first_reaches_the_optimal_credit(problem):
+    exact = solve_milp(problem)
+    assert exact is not None
+    for fallback in (best_fit_decreasing(problem), home_first(problem)):
+        assert problem.is_feasible(fallback.assignment)
+        assert fallback.objective <= exact.objective
+    single_home = all(sum(v[0] > item.base[0] for v in item.on_nodes.values()) <= 1 for item in problem.items)
+    if single_home and problem.items:
+        assert home_first(problem).objective[0] == exact.objective[0]
 
 
 def test_identical_nodes_form_one_group_with_multiset_states():
@@ -116,11 +119,11 @@ def test_lexicographic_order_beats_any_amount_of_lower_components():
 
 def test_items_that_fit_nowhere_are_never_placed():
     problem = Problem((Item(50, (0, 1, 50, 0)), Item(2, (0, 1, 2, 0))), (10, 10))
-    solution = solve(problem, budget=10**6, improvement_rounds=1)
+    solution = solve(problem, budget=10**6)
     assert solution.assignment[0] is None and solution.assignment[1] is not None
 
 
 @pytest.mark.parametrize("budget", [1, 10**7])
 def test_empty_problems(budget):
-    assert solve(Problem((), (4, 4)), budget, 1).assignment == ()
-    assert solve(Problem((Item(1, (0, 1, 1, 0)),), ()), budget, 1).assignment == (None,)
+    assert solve(Problem((), (4, 4)), budget).assignment == ()
+    assert solve(Problem((Item(1, (0, 1, 1, 0)),), ()), budget).assignment == (None,)

@@ -48,9 +48,6 @@ class CoreSettings(BaseModel):
     """Largest DP state space (product over node groups of their state counts) solved exactly; above it, the
     fallback runs."""
 
-    fallback_improvement_rounds: int = Field(default=3, ge=0)
-    """Passes of swap-and-insert improvement after the greedy fallback (0 = plain best-fit decreasing)."""
-
     lease_ttl_s: float = Field(default=60.0, gt=0)
     """A session that sends nothing for this long is closed; a tool's timeout hint extends it."""
 

@@ -44,19 +44,19 @@ class ValueModel:
         if not signals:
             raise ValueError("signals: a value needs at least one component")
         self.signals = tuple(signals)
+        self._node_dependent = tuple((j, s) for j, s in enumerate(self.signals) if s.node_dependent)
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(signal.name for signal in self.signals)
 
     def evaluate(self, session: Session, ctx: SignalContext) -> SessionValue:
-        base = tuple(signal.base(session, ctx) for signal in self.signals)
-        exceptions = [signal.on_nodes(session, ctx) for signal in self.signals]
-        nodes = {node for per_signal in exceptions for node in per_signal}
-        on_nodes = {
-            node: tuple(per_signal.get(node, base[j]) for j, per_signal in enumerate(exceptions)) for node in nodes
-        }
-        return SessionValue(base, on_nodes)
+        base = [signal.base(session, ctx) for signal in self.signals]
+        on_nodes: dict[NodeId, list[int]] = {}
+        for j, signal in self._node_dependent:
+            for node, component in signal.on_nodes(session, ctx).items():
+                on_nodes.setdefault(node, list(base))[j] = component
+        return SessionValue(tuple(base), {node: tuple(value) for node, value in on_nodes.items()})
 
 
 def add(a: Value, b: Value) -> Value:
@@ -73,21 +73,22 @@ def total(values: Iterable[Value], width: int) -> Value:
 class LexEmbedding:
     """Order-preserving map from value tuples to int, valid for sums over one instance's items."""
 
-    def __init__(self, component_bounds: Sequence[int]) -> None:
-        """`component_bounds[j]` must bound the sum of component j over every item (each item at its largest)."""
+    def __init__(self, component_bounds: Sequence[int], int64: bool = True) -> None:
+        """`component_bounds[j]` must bound the sum of component j over every item (each item at its largest).
+        `int64=False` lifts the limit, for embeddings used with Python's unbounded ints only."""
         if any(bound < 0 for bound in component_bounds):
             raise ValueError("component_bounds: values must be non-negative")
         multipliers = [1] * len(component_bounds)
         for j in range(len(component_bounds) - 2, -1, -1):
             multipliers[j] = multipliers[j + 1] * (component_bounds[j + 1] + 1)
         largest = sum(b * m for b, m in zip(component_bounds, multipliers, strict=True))
-        if largest >= LIMIT:
+        if int64 and largest >= LIMIT:
             raise EmbeddingOverflow(f"value sums reach {largest}, above the int64-safe limit {LIMIT}")
         self.multipliers = tuple(multipliers)
         self.largest = largest
 
     @classmethod
-    def for_items(cls, item_values: Iterable[Iterable[Value]], width: int) -> LexEmbedding:
+    def for_items(cls, item_values: Iterable[Iterable[Value]], width: int, int64: bool = True) -> LexEmbedding:
         """Bounds from each item's componentwise maximum over the values it can take."""
         bounds = [0] * width
         for values in item_values:
@@ -97,7 +98,7 @@ class LexEmbedding:
                     raise ValueError(f"value {value}: components must be non-negative")
                 per_item = [max(p, c) for p, c in zip(per_item, value, strict=True)]
             bounds = [b + p for b, p in zip(bounds, per_item, strict=True)]
-        return cls(bounds)
+        return cls(bounds, int64)
 
     def embed(self, value: Value) -> int:
         return sum(c * m for c, m in zip(value, self.multipliers, strict=True))

@@ -2,7 +2,7 @@
 
 | name              | value order                                      | solver                         |
 |-------------------|--------------------------------------------------|--------------------------------|
-| tao               | cache credit, readiness, footprint, stability    | all-fit → exact DP → fallback  |
+| tao               | cache credit, readiness, footprint, stability    | all-fit → exact DP → home-first|
 | tao-no-dp         | same                                             | best-fit decreasing only       |
 | tao-no-readiness  | cache credit, footprint, stability               | exact                          |
 | tao-no-decay      | undecayed cache credit, readiness, footprint, …  | exact                          |
@@ -38,7 +38,7 @@ class TaoPolicy:
         placement = build_problem(snapshot, self.values)
         settings = snapshot.settings
         if self.exact:
-            solution = solve(placement.problem, settings.dp_state_budget, settings.fallback_improvement_rounds)
+            solution = solve(placement.problem, settings.dp_state_budget)
         else:
             solution = solve_greedy(placement.problem)
         return plan_from_solution(placement, solution)

@@ -26,6 +26,8 @@ class SignalContext:
 
 class Signal(Protocol):
     name: str
+    node_dependent: bool
+    """False when `on_nodes` is always empty; the value model then never calls it."""
 
     def base(self, session: Session, ctx: SignalContext) -> int:
         """The value on any node not listed by `on_nodes`."""

@@ -55,6 +55,7 @@ class CacheCredit:
     """The first component of TAO's value. `decay=False` is the `tao-no-decay` ablation."""
 
     name = "cache_credit"
+    node_dependent = True
 
     def __init__(self, decay: bool = True) -> None:
         self.decay = decay

@@ -28,6 +28,7 @@ def footprint_tokens(session: Session, settings: CoreSettings) -> int:
 
 class Footprint:
     name = "footprint"
+    node_dependent = False
 
     def base(self, session: Session, ctx: SignalContext) -> int:
         return footprint_tokens(session, ctx.settings)

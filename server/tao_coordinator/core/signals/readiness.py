@@ -29,6 +29,7 @@ def next_flip(session: Session, now: float, horizon_s: float) -> float | None:
 
 class Readiness:
     name = "readiness"
+    node_dependent = False
 
     def base(self, session: Session, ctx: SignalContext) -> int:
         return int(is_ready(session, ctx.now, ctx.settings.readiness_horizon_s))

@@ -14,6 +14,7 @@ from .base import NO_NODES, SignalContext
 
 class Stability:
     name = "stability"
+    node_dependent = True
 
     def base(self, session: Session, ctx: SignalContext) -> int:
         return 0

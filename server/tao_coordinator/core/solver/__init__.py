@@ -2,18 +2,18 @@
 reference (imported lazily, only by tests and benchmarks: it needs SciPy).
 
 `solve` is the pipeline TAO plans with: all-fit when it reaches the upper bound, else the DP when the instance is
-within budget, else best-fit decreasing improved by swaps. `solve_greedy` is plain best-fit decreasing.
+within budget, else the home-first decomposition. `solve_greedy` is plain best-fit decreasing.
 """
 
 from __future__ import annotations
 
 from .all_fit import solve_all_fit
 from .dp import solve_dp
-from .greedy import best_fit_decreasing, improve
+from .greedy import best_fit_decreasing, home_first
 from .problem import Item, Problem, Solution
 
 
-def solve(problem: Problem, budget: int, improvement_rounds: int) -> Solution:
+def solve(problem: Problem, budget: int) -> Solution:
     placeable = [item for item in problem.items if problem.fits_somewhere(item)]
     if not placeable:
         assignment: tuple[int | None, ...] = (None,) * len(problem.items)
@@ -24,7 +24,7 @@ def solve(problem: Problem, budget: int, improvement_rounds: int) -> Solution:
     exact = solve_dp(_only_placeable(problem), budget)
     if exact is not None:
         return _expand(problem, exact)
-    return improve(problem, best_fit_decreasing(problem), improvement_rounds)
+    return home_first(problem)
 
 
 def solve_greedy(problem: Problem) -> Solution:

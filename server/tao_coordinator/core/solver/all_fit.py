@@ -12,6 +12,9 @@ from .problem import Problem, Solution
 
 
 def solve_all_fit(problem: Problem) -> Solution | None:
+    placeable_weight = sum(item.weight for item in problem.items if problem.fits_somewhere(item))
+    if placeable_weight > sum(problem.capacities):
+        return None
     node_count = len(problem.capacities)
     remaining = list(problem.capacities)
     assignment: list[int | None] = [None] * len(problem.items)

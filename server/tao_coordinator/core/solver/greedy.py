@@ -1,53 +1,55 @@
-"""The fallback when the DP is over budget: best-fit decreasing, then swap-and-insert improvement.
+"""Fallbacks for instances beyond the DP's budget: best-fit decreasing, and the home-first decomposition.
 
 `best_fit_decreasing` takes items by best value (ties: larger weight first) and puts each where its value is highest,
-breaking ties by the tightest fit; on its own it is the `tao-no-dp` ablation and the paper's fallback. `improve`
-then repeatedly tries to place each left-out item, directly or by evicting one member of a node whose value there is
-lower (the evicted item is re-placed elsewhere when it fits). Every accepted step strictly raises the objective, so
-it terminates; `max_evaluations` bounds its work on large instances. No optimality guarantee: `tao bench planner`
-measures the gap against the MILP.
+ties to the tightest fit. It is the paper's fallback and the `tao-no-dp` ablation.
+
+`home_first` exploits the shape of TAO's value, whose most significant component (cache credit) is non-zero on an
+item's *home* node only:
+1. per node, an exact knapsack over the items at home there picks the lexicographically best set to keep at home —
+   when each item's credit sits on one node, the first component of the result is optimal, because the total
+   credit is a sum of independent per-node knapsacks;
+2. everything else is node-indifferent apart from minor components, and fills the leftover capacity in two orders
+   — best value first (largest first among equals), and best value first ignoring the last two components with the
+   smallest first (more sessions placed when the count matters) — keeping the better plan.
+No optimality guarantee beyond the first component; `tao bench planner` measures the gap to the MILP.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from collections.abc import Callable, Sequence
 
-from ..value import Value
+from ..value import LexEmbedding, Value
 from .problem import Item, Problem, Solution
+
+HOME_KNAPSACK_ITEMS = 20
+"""Above this many items at home on one node, the per-node knapsack gives way to greedy order (never hit in
+practice: a node holds a handful of sessions)."""
 
 
 class _Packing:
     """Remaining capacities with a sorted index, so best fit over nodes without special values is O(log m)."""
 
-    def __init__(self, capacities: tuple[int, ...]) -> None:
+    def __init__(self, capacities: Sequence[int]) -> None:
         self.remaining = list(capacities)
-        self.members: list[list[int]] = [[] for _ in capacities]
         self.sorted = sorted((c, b) for b, c in enumerate(capacities))
 
-    def place(self, i: int, weight: int, node: int) -> None:
-        self._resize(node, self.remaining[node] - weight)
-        self.members[node].append(i)
-
-    def remove(self, i: int, weight: int, node: int) -> None:
-        self._resize(node, self.remaining[node] + weight)
-        self.members[node].remove(i)
-
-    def _resize(self, node: int, new: int) -> None:
+    def place(self, weight: int, node: int) -> None:
         del self.sorted[bisect_left(self.sorted, (self.remaining[node], node))]
-        self.remaining[node] = new
-        insort(self.sorted, (new, node))
+        self.remaining[node] -= weight
+        insort(self.sorted, (self.remaining[node], node))
 
-    def best_node(self, item: Item, exclude: int = -1) -> int:
+    def best_node(self, item: Item) -> int:
         """The node where the item's value is highest, ties to the tightest fit then the lowest index; −1: none."""
         weight = item.weight
         best: tuple[Value, int, int] | None = None
         for b, value in item.on_nodes.items():
-            if b != exclude and self.remaining[b] >= weight:
+            if self.remaining[b] >= weight:
                 key = (value, weight - self.remaining[b], -b)
                 if best is None or key > best:
                     best = key
         k = bisect_left(self.sorted, (weight, -1))
-        while k < len(self.sorted) and (self.sorted[k][1] in item.on_nodes or self.sorted[k][1] == exclude):
+        while k < len(self.sorted) and self.sorted[k][1] in item.on_nodes:
             k += 1
         if k < len(self.sorted):
             left, b = self.sorted[k]
@@ -57,7 +59,16 @@ class _Packing:
         return -1 if best is None else -best[2]
 
 
-def _order(problem: Problem) -> list[int]:
+def _fill(problem: Problem, order: Sequence[int], packing: _Packing, assignment: list[int | None]) -> None:
+    for i in order:
+        if assignment[i] is None:
+            node = packing.best_node(problem.items[i])
+            if node >= 0:
+                packing.place(problem.items[i].weight, node)
+                assignment[i] = node
+
+
+def _by_value(problem: Problem) -> list[int]:
     node_count = len(problem.capacities)
     return sorted(
         range(len(problem.items)),
@@ -67,71 +78,70 @@ def _order(problem: Problem) -> list[int]:
 
 
 def best_fit_decreasing(problem: Problem) -> Solution:
-    packing = _Packing(problem.capacities)
     assignment: list[int | None] = [None] * len(problem.items)
-    for i in _order(problem):
-        node = packing.best_node(problem.items[i])
-        if node >= 0:
-            packing.place(i, problem.items[i].weight, node)
-            assignment[i] = node
+    _fill(problem, _by_value(problem), _Packing(problem.capacities), assignment)
     return Solution(tuple(assignment), problem.objective(assignment), "greedy")
 
 
-def _sub(a: Value, b: Value) -> Value:
-    return tuple(x - y for x, y in zip(a, b, strict=True))
+def home_first(problem: Problem) -> Solution:
+    homes = _home_sets(problem)
+    kept: list[int | None] = [None] * len(problem.items)
+    capacities = list(problem.capacities)
+    embedding = LexEmbedding.for_items(
+        ([item.value_on(b) for b in item.on_nodes] for item in problem.items), problem.width, int64=False
+    )
+    for node, members in homes.items():
+        for i in _best_home_set(problem, node, members, embedding):
+            kept[i] = node
+            capacities[node] -= problem.items[i].weight
+    orders: list[Callable[[int], tuple[object, ...]]] = [
+        lambda i: (_negated(problem.items[i].base), -problem.items[i].weight),
+        lambda i: (_negated(problem.items[i].base[:-2]), problem.items[i].weight),
+    ]
+    best: Solution | None = None
+    for key in orders:
+        assignment = list(kept)
+        _fill(problem, sorted(range(len(problem.items)), key=key), _Packing(capacities), assignment)
+        candidate = Solution(tuple(assignment), problem.objective(assignment), "fallback")
+        if best is None or candidate.objective > best.objective:
+            best = candidate
+    assert best is not None
+    return best
 
 
-def improve(problem: Problem, start: Solution, rounds: int, max_evaluations: int = 20_000) -> Solution:
-    items = problem.items
-    packing = _Packing(problem.capacities)
-    assignment = list(start.assignment)
-    for i, node in enumerate(assignment):
-        if node is not None:
-            packing.place(i, items[i].weight, node)
-    zero = (0,) * problem.width
-    evaluations = 0
-    for _ in range(rounds):
-        changed = False
-        for i in _order(problem):
-            if assignment[i] is not None or evaluations >= max_evaluations:
-                continue
-            item = items[i]
-            direct = packing.best_node(item)
-            if direct >= 0:
-                packing.place(i, item.weight, direct)
-                assignment[i] = direct
-                changed = True
-                continue
-            best: tuple[Value, int, int] | None = None
-            for b in _swap_targets(item, packing):
-                value = item.value_on(b)
-                for j in packing.members[b]:
-                    evaluations += 1
-                    if packing.remaining[b] + items[j].weight < item.weight:
-                        continue
-                    gain = _sub(value, items[j].value_on(b))
-                    if gain > zero and (best is None or gain > best[0]):
-                        best = (gain, b, j)
-            if best is None:
-                continue
-            _, b, j = best
-            packing.remove(j, items[j].weight, b)
-            assignment[j] = None
-            packing.place(i, item.weight, b)
-            assignment[i] = b
-            moved = packing.best_node(items[j])
-            if moved >= 0:
-                packing.place(j, items[j].weight, moved)
-                assignment[j] = moved
-            changed = True
-        if not changed:
-            break
-    return Solution(tuple(assignment), problem.objective(assignment), "fallback")
+def _negated(value: Value) -> Value:
+    return tuple(-component for component in value)
 
 
-def _swap_targets(item: Item, packing: _Packing, widest: int = 4) -> list[int]:
-    """The item's special nodes, plus the nodes with the most room (all nodes on small fleets)."""
-    if len(packing.remaining) <= 16:
-        return list(range(len(packing.remaining)))
-    roomiest = [b for _, b in packing.sorted[-widest:]]
-    return list(dict.fromkeys([*item.on_nodes, *roomiest]))
+def _home_sets(problem: Problem) -> dict[int, list[int]]:
+    """Items whose best node beats their base value in the first component, grouped by that node."""
+    homes: dict[int, list[int]] = {}
+    for i, item in enumerate(problem.items):
+        if not item.on_nodes:
+            continue
+        node, value = max(item.on_nodes.items(), key=lambda entry: (entry[1], -entry[0]))
+        if value[0] > item.base[0] and item.weight <= problem.capacities[node]:
+            homes.setdefault(node, []).append(i)
+    return homes
+
+
+def _best_home_set(problem: Problem, node: int, members: list[int], embedding: LexEmbedding) -> list[int]:
+    """The lexicographically best subset of `members` on `node` within its capacity: a sparse 0/1 knapsack over
+    (used, value) states that keeps only the non-dominated ones; values embedded in Python ints, chosen sets as
+    bit masks."""
+    capacity = problem.capacities[node]
+    if len(members) > HOME_KNAPSACK_ITEMS:
+        members = sorted(members, key=lambda i: problem.items[i].value_on(node), reverse=True)[:HOME_KNAPSACK_ITEMS]
+    states: list[tuple[int, int, int]] = [(0, 0, 0)]
+    for bit, i in enumerate(members):
+        weight, gain, mask = problem.items[i].weight, embedding.embed(problem.items[i].value_on(node)), 1 << bit
+        grown = [
+            (used + weight, total + gain, chosen | mask) for used, total, chosen in states if used + weight <= capacity
+        ]
+        frontier: list[tuple[int, int, int]] = []
+        for state in sorted(states + grown, key=lambda s: (s[0], -s[1])):
+            if not frontier or state[1] > frontier[-1][1]:
+                frontier.append(state)
+        states = frontier
+    chosen = states[-1][2]
+    return [i for bit, i in enumerate(members) if chosen >> bit & 1]

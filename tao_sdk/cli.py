@@ -1,0 +1,59 @@
+"""The `tao` command. Only the chosen subcommand's module is imported, so `tao --help` stays fast and a missing
+optional dependency is reported by name instead of as a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from types import ModuleType
+
+COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
+    ("bench", "planner"): (
+        "tao_coordinator.bench.planner",
+        "time the planner on realistic snapshots and measure its gap to the exact MILP",
+    ),
+}
+
+SERVER_EXTRA = "pip install 'tao-sdk[server]'"
+
+
+def _load(module_name: str) -> ModuleType:
+    try:
+        return importlib.import_module(module_name)
+    except ImportError as error:
+        missing = error.name or str(error)
+        sys.exit(f"tao: this command needs {missing!r}, which is not installed; try: {SERVER_EXTRA}")
+
+
+def usage() -> str:
+    width = max(len(" ".join(words)) for words in COMMANDS)
+    lines = ["usage: tao COMMAND [options]", "", "Tool-aware scheduling of agent sessions on vLLM fleets.", ""]
+    lines += [f"  tao {' '.join(words):<{width}}  {help_text}" for words, (_, help_text) in COMMANDS.items()]
+    lines += ["", "`tao COMMAND --help` shows a command's options."]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    matches = [key for key in COMMANDS if tuple(words[: len(key)]) == key]
+    if not matches:
+        if words and words[0] not in ("-h", "--help"):
+            print(f"tao: unknown command {' '.join(words[:2])!r}\n", file=sys.stderr)
+            print(usage(), file=sys.stderr)
+            return 2
+        print(usage())
+        return 0
+    key = max(matches, key=len)
+    module_name, help_text = COMMANDS[key]
+    module = _load(module_name)
+    parser = argparse.ArgumentParser(prog="tao " + " ".join(key), description=help_text)
+    add_arguments: Callable[[argparse.ArgumentParser], None] = module.add_arguments
+    add_arguments(parser)
+    run: Callable[[argparse.Namespace], int] = module.run
+    return run(parser.parse_args(words[len(key) :]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
