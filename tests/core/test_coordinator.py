@@ -170,7 +170,7 @@ def test_lease_expires_without_events_and_heartbeats_renew_it():
     start(c, "s0")
     start(c, "s1")
     c.on_event(Heartbeat("s1"), 20.0)
-    assert c.next_wakeup(0.0) == 30.0
+    assert c.next_wakeup() == 30.0
     assert c.on_event(Tick(), 31.0) == [Expired("s0")]
     assert set(c.state.sessions) == {"s1"}
     with pytest.raises(UnknownSession):
@@ -208,7 +208,7 @@ def test_expired_prediction_is_reestimated_at_most_every_interval():
     c.on_event(ToolStart("s0", "t", "bash"), 0.0)  # default 5 s
     c.on_event(Tick(), 10.0)
     assert c.state.session("s0").tools[0].predicted_end == 5.0  # expired, but not yet 30 s old
-    assert c.next_wakeup(10.0) == 30.0
+    assert c.next_wakeup() == 30.0
     c.on_event(Tick(), 30.0)
     tool = c.state.session("s0").tools[0]
     assert (tool.source, tool.predicted_at, tool.predicted_end) == ("reestimate", 30.0, 35.0)

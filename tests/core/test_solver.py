@@ -29,7 +29,9 @@ def problems(draw, max_nodes=4, max_items=8, max_capacity=12):
             if draw(st.integers(0, 3)) == 0:
                 on_nodes[b] = (draw(st.integers(0, 5)), base[1], base[2], draw(st.integers(0, 1)))
         items.append(Item(weight, base, on_nodes))
-    return Problem(tuple(items), capacities)
+    problem = Problem(tuple(items), capacities)
+    problem.validate()
+    return problem
 
 
 @settings(max_examples=500)
@@ -127,3 +129,17 @@ def test_items_that_fit_nowhere_are_never_placed():
 def test_empty_problems(budget):
     assert solve(Problem((), (4, 4)), budget).assignment == ()
     assert solve(Problem((Item(1, (0, 1, 1, 0)),), ()), budget).assignment == (None,)
+
+
+@pytest.mark.parametrize(
+    ("problem", "message"),
+    [
+        (Problem((), (-1,)), "capacities"),
+        (Problem((Item(-1, (0,)),), (1,)), "weights"),
+        (Problem((Item(1, (0,)), Item(1, (0, 1))), (1,)), "same number"),
+        (Problem((Item(1, (0,), {3: (1,)}),), (1,)), "out of range"),
+    ],
+)
+def test_malformed_problems_are_named(problem, message):
+    with pytest.raises(ValueError, match=message):
+        problem.validate()

@@ -31,7 +31,7 @@ from ..core.snapshot import Snapshot
 
 NODE_CAPACITY_TOKENS = 896_000
 WARMUP_S = 120.0
-SETTLE_S = 60.0
+SETTLE_S = 30.0
 WARMUP_PLAN_DELAY_S = 0.5
 PLAN_DELAY_S = 0.05
 """Virtual time a plan takes: events meanwhile coalesce into the next plan, as in the live coordinator."""
@@ -95,9 +95,9 @@ class _SyntheticFleet:
                 self._call(action, now)
             elif isinstance(action, StartPlan):
                 self.push(now + self.plan_delay_s, PlanFinished(action.job.id, action.job.solve()))
-        wake = self.coordinator.next_wakeup(now)
+        wake = self.coordinator.next_wakeup()
         if wake is not None and (not self.queue or wake < self.queue[0][0]):
-            self.push(wake, Tick())
+            self.push(max(wake, now), Tick())
 
     def _call(self, route: Route, now: float) -> None:
         agent, rng = self.agents[route.session_id], self.rng
@@ -121,7 +121,7 @@ def record_snapshots(sessions: int, nodes: int, count: int, seed: int, policy: s
     """`count` planner snapshots of a fleet in steady state.
 
     The fleet first runs 120 s of virtual time under best-fit decreasing with plans that take 0.5 s (cheap, so
-    large fleets warm up fast), then 60 s under `policy` with plans that take 50 ms, which then keeps planning while
+    large fleets warm up fast), then 30 s under `policy` with plans that take 50 ms, which then keeps planning while
     every snapshot it sees is recorded.
     """
     recorder = _Recorder("tao-no-dp")

@@ -9,8 +9,9 @@ returns `StartPlan(job)`; the driver solves `job` off its event loop and reports
 Either way at most one plan is in flight. Nothing is planned when the waiting pool is empty and no node changed:
 every holder keeps its place, which is what a plan would decide.
 
-`next_wakeup(now)` tells the driver when time alone will change something (a lease expires, a tool's predicted
-return enters the readiness horizon, an expired prediction is due for re-estimation); it should send `Tick()` then.
+`next_wakeup()` tells the driver when time alone will change something (a lease expires, a tool's predicted return
+enters the readiness horizon, an expired prediction is due for re-estimation); it should send `Tick()` then. A tick
+only looks at the sessions whose time has come, so it costs O(log n) per due session, not O(n).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class Coordinator:
         self.settings = settings or CoreSettings()
         self.history = history or DurationHistory(self.settings.estimator_window)
         self.estimator = DurationEstimator(self.history, self.settings)
-        self.state = FleetState()
+        self.state = FleetState(self._wake_times)
         self.planner = Planner()
         self.inline_planning = inline_planning
         self._nodes_changed = False
@@ -199,7 +200,8 @@ class Coordinator:
 
     def _tick(self, now: float) -> list[Action]:
         actions: list[Action] = []
-        for session in list(self.state.sessions.values()):
+        for session_id in sorted(self.state.pop_due(now)):
+            session = self.state.sessions[session_id]
             if session.lease_expires_at <= now:
                 self.state.put(state_machine.close(session, now))
                 actions.append(Expired(session.id))
@@ -238,14 +240,16 @@ class Coordinator:
             for session in self.state.sessions.values()
         )
 
-    def next_wakeup(self, now: float) -> float | None:
+    def _wake_times(self, session: Session) -> list[float]:
         horizon = self.settings.readiness_horizon_s
         interval = self.settings.reestimate_interval_s
-        times: list[float] = []
-        for session in self.state.sessions.values():
-            times.append(session.lease_expires_at)
-            for tool in session.tools:
-                times.append(tool.predicted_end - horizon)
-                times.append(max(tool.predicted_end, tool.predicted_at + interval))
-        later = [t for t in times if t > now]
-        return min(later) if later else None
+        times = [session.lease_expires_at]
+        for tool in session.tools:
+            times.append(tool.predicted_end - horizon)
+            times.append(max(tool.predicted_end, tool.predicted_at + interval))
+        return times
+
+    def next_wakeup(self) -> float | None:
+        """When to send the next `Tick()`: the earliest time at which time alone changes something. It may already
+        have passed (the driver then ticks at once)."""
+        return self.state.next_wakeup()

@@ -1,11 +1,15 @@
-"""The live fleet: sessions and nodes by id, and the waiting pool kept in step with them.
+"""The live fleet: sessions and nodes by id, the waiting pool and the wake-up times kept in step with them.
 
 Invariants: `pool` is exactly the set of live sessions that are candidates without a place (WAITING, READY or
-IN_TOOL with no node); closed sessions are not kept. Only `put`, `forget` and `put_node`/`drop_node` change the
-state, so the pool cannot drift.
+IN_TOOL with no node); closed sessions are not kept. Every live session's wake-up times (as given by `wake_times`)
+are in the heap, tagged with the version and lease they were computed for; entries whose tag no longer matches are
+stale and skipped. Only `put`, `forget` and `put_node`/`drop_node` change the state, so neither can drift.
 """
 
 from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable
 
 from .errors import UnknownNode, UnknownSession
 from .model import Node, NodeId, Phase, Session, SessionId
@@ -19,10 +23,12 @@ def in_pool(session: Session) -> bool:
 
 
 class FleetState:
-    def __init__(self) -> None:
+    def __init__(self, wake_times: Callable[[Session], Iterable[float]] = lambda session: ()) -> None:
         self.sessions: dict[SessionId, Session] = {}
         self.nodes: dict[NodeId, Node] = {}
         self.pool: set[SessionId] = set()
+        self._wake_times = wake_times
+        self._wakeups: list[tuple[float, SessionId, int, float]] = []
 
     def session(self, session_id: SessionId) -> Session:
         try:
@@ -45,6 +51,30 @@ class FleetState:
             self.pool.add(session.id)
         else:
             self.pool.discard(session.id)
+        for at in self._wake_times(session):
+            heapq.heappush(self._wakeups, (at, session.id, session.version, session.lease_expires_at))
+        if len(self._wakeups) > 8 * len(self.sessions) + 64:
+            self._wakeups = [entry for entry in self._wakeups if self._current(entry)]
+            heapq.heapify(self._wakeups)
+
+    def _current(self, entry: tuple[float, SessionId, int, float]) -> bool:
+        session = self.sessions.get(entry[1])
+        return session is not None and (session.version, session.lease_expires_at) == entry[2:]
+
+    def pop_due(self, now: float) -> set[SessionId]:
+        """Sessions with a wake-up time at or before `now`; their entries are consumed."""
+        due: set[SessionId] = set()
+        while self._wakeups and self._wakeups[0][0] <= now:
+            entry = heapq.heappop(self._wakeups)
+            if self._current(entry):
+                due.add(entry[1])
+        return due
+
+    def next_wakeup(self) -> float | None:
+        """The earliest wake-up time not yet consumed by `pop_due` (it may already have passed)."""
+        while self._wakeups and not self._current(self._wakeups[0]):
+            heapq.heappop(self._wakeups)
+        return self._wakeups[0][0] if self._wakeups else None
 
     def forget(self, session_id: SessionId) -> None:
         self.sessions.pop(session_id, None)

@@ -64,10 +64,8 @@ def add(a: Value, b: Value) -> Value:
 
 
 def total(values: Iterable[Value], width: int) -> Value:
-    result = (0,) * width
-    for value in values:
-        result = add(result, value)
-    return result
+    columns = tuple(map(sum, zip(*values, strict=True)))
+    return columns or (0,) * width
 
 
 class LexEmbedding:

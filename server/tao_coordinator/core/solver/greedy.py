@@ -17,7 +17,7 @@ No optimality guarantee beyond the first component; `tao bench planner` measures
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from ..value import LexEmbedding, Value
 from .problem import Item, Problem, Solution
@@ -88,20 +88,21 @@ def home_first(problem: Problem) -> Solution:
     kept: list[int | None] = [None] * len(problem.items)
     capacities = list(problem.capacities)
     embedding = LexEmbedding.for_items(
-        ([item.value_on(b) for b in item.on_nodes] for item in problem.items), problem.width, int64=False
+        ([problem.items[i].value_on(node)] for node, members in homes.items() for i in members),
+        problem.width,
+        int64=False,
     )
     for node, members in homes.items():
         for i in _best_home_set(problem, node, members, embedding):
             kept[i] = node
             capacities[node] -= problem.items[i].weight
-    orders: list[Callable[[int], tuple[object, ...]]] = [
-        lambda i: (_negated(problem.items[i].base), -problem.items[i].weight),
-        lambda i: (_negated(problem.items[i].base[:-2]), problem.items[i].weight),
-    ]
+    left = [i for i, node in enumerate(kept) if node is None]
+    largest_first = sorted(left, key=lambda i: (problem.items[i].base, problem.items[i].weight), reverse=True)
+    smallest_first = sorted(left, key=lambda i: (_negated(problem.items[i].base[:-2]), problem.items[i].weight))
     best: Solution | None = None
-    for key in orders:
+    for order in (largest_first, smallest_first):
         assignment = list(kept)
-        _fill(problem, sorted(range(len(problem.items)), key=key), _Packing(capacities), assignment)
+        _fill(problem, order, _Packing(capacities), assignment)
         candidate = Solution(tuple(assignment), problem.objective(assignment), "fallback")
         if best is None or candidate.objective > best.objective:
             best = candidate

@@ -34,7 +34,9 @@ class Problem:
     items: tuple[Item, ...]
     capacities: tuple[int, ...]
 
-    def __post_init__(self) -> None:
+    def validate(self) -> None:
+        """Raise ValueError unless the problem is well formed. Builders guarantee it; tests and callers with
+        hand-made problems check it (not done on construction: planning builds one problem per event)."""
         if any(c < 0 for c in self.capacities):
             raise ValueError("capacities: must be non-negative")
         widths = {len(item.base) for item in self.items}
