@@ -2,7 +2,7 @@
 
 from tao_coordinator.core.actions import Admit, Route, StartPlan
 from tao_coordinator.core.coordinator import Coordinator
-from tao_coordinator.core.events import Acquire, Close, LlmEnd, NodeUpdate, Register
+from tao_coordinator.core.events import Acquire, Close, LlmEnd, NodeUpdate, Register, ToolStart
 from tao_coordinator.core.model import Phase
 from tao_coordinator.core.plan import Placement, Plan, PlanFinished
 from tao_coordinator.core.policies import make_policy
@@ -97,7 +97,8 @@ def test_sessions_inside_a_call_are_not_candidates():
     plan = job.solve()
     assert (plan.candidates, plan.placements) == (1, ())
     c.on_event(PlanFinished(job.id, plan), 0.3)
-    job = only_job(c.on_event(LlmEnd("s0", "a", PROMPT, 0, 10), 1.0))
+    assert c.on_event(LlmEnd("s0", "a", PROMPT, 0, 10), 1.0) == []  # not a decision point: no plan
+    job = only_job(c.on_event(ToolStart("s0", "t", "bash"), 1.0))
     plan = job.solve()
     assert (plan.candidates, plan.placements) == (2, ())  # s0 keeps its place on its fresh cache credit
     c.on_event(PlanFinished(job.id, plan), 1.0)

@@ -3,7 +3,10 @@
 The live aiohttp service and the simulator feed it the same events; only their clocks differ. Each handler
 validates first and changes state last, so an event that raises leaves everything as it was.
 
-Planning: events that change what the planner sees mark it dirty. With `inline_planning` the plan is solved inside
+Planning: events at which the decision can change mark the planner dirty — registration, tool start and end,
+close, node changes, ticks, and an acquire that puts a session into the waiting pool. The end of an LLM call, an
+acquire by a session already waiting and KV-event evidence only refine values: the session's next tool boundary
+plans with them, so they do not cost a plan each. With `inline_planning` the plan is solved inside
 `on_event` and its actions come back at once (the simulator with zero planning delay, tests). Otherwise `on_event`
 returns `StartPlan(job)`; the driver solves `job` off its event loop and reports `PlanFinished(job.id, plan)`.
 Either way at most one plan is in flight. Nothing is planned when the waiting pool is empty and no node changed:
@@ -79,6 +82,8 @@ class Coordinator:
                 return self._acquire(event, now)
             case LlmEnd():
                 self._llm_end(event, now)
+                if self.state.usable_node(self.state.sessions[event.session_id].node) is not None:
+                    return []
             case ToolStart():
                 self._tool_start(event, now)
             case ToolEnd():
@@ -99,6 +104,7 @@ class Coordinator:
                 session = self.state.session(event.session_id)
                 evidence = CacheEvidence(event.node_id, event.tokens, now, EvidenceSource.KV_EVENTS)
                 self._put_changed(session, evidence=with_evidence(session.evidence, evidence, self.settings))
+                return []
             case Tick():
                 return self._tick(now)
         self.planner.mark_dirty()
@@ -137,10 +143,12 @@ class Coordinator:
         else:
             route_to = self.policy.route(session, healthy, now)
         updated = state_machine.acquire(session, now, route_to, event.expected_input_tokens)
+        was_waiting = session.id in self.state.pool
         self.state.put(replace(updated, lease_expires_at=self._lease(now)))
         if updated.phase is Phase.IN_LLM and updated.node is not None:
             return [Route(session.id, updated.node)]
-        self.planner.mark_dirty()
+        if not was_waiting:
+            self.planner.mark_dirty()
         return []
 
     def _llm_end(self, event: LlmEnd, now: float) -> None:
