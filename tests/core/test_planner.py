@@ -66,17 +66,42 @@ def test_capacity_gone_or_node_unhealthy_cuts_the_plan():
 
 
 def test_longest_valid_prefix_is_applied_and_the_rest_dropped():
-    c = async_fleet(capacity=140_000)
+    c = async_fleet(capacity=100_000)  # two 30k sessions
     job = only_job(c.on_event(Register("s0", expected_input_tokens=PROMPT), 0.0))
     c.on_event(Register("s1", expected_input_tokens=PROMPT), 0.0)
+    c.on_event(Register("s2", expected_input_tokens=PROMPT), 0.0)
+    c.on_event(PlanFinished(job.id, job.solve()), 0.0)
+    job = c.planner.in_flight
+    c.on_event(PlanFinished(job.id, job.solve()), 0.0)
+    s0, s1, s2 = (c.state.session(s) for s in ("s0", "s1", "s2"))
+    assert (s0.node, s1.node, s2.node) == ("a", "a", None)
+    # a hand-made plan: release s0 (valid), place s2 (valid), then place s1 at a version it no longer has
+    plan = Plan(
+        (
+            Placement("s0", s0.version, None, PROMPT),
+            Placement("s2", s2.version, "a", PROMPT),
+            Placement("s1", s1.version - 1, "a", PROMPT),
+        )
+    )
+    c.on_event(Register("s3"), 0.1)
+    c.on_event(PlanFinished(c.planner.in_flight.id, plan), 0.1)
+    assert (c.state.session("s0").node, c.state.session("s2").node, c.state.session("s1").node) == (None, "a", "a")
+    assert c.planner.stats.cut == 1
+
+
+def test_moves_release_their_old_place_before_anything_is_placed():
+    c = async_fleet(nodes=("a", "b"), capacity=60_000)  # one 30k session per node
+    job = only_job(c.on_event(Register("s0", expected_input_tokens=PROMPT), 0.0))
+    c.on_event(PlanFinished(job.id, job.solve()), 0.0)
+    job = only_job(c.on_event(Register("s1", expected_input_tokens=PROMPT), 0.0))
     c.on_event(PlanFinished(job.id, job.solve()), 0.0)
     s0, s1 = c.state.session("s0"), c.state.session("s1")
-    # a hand-made plan: s1 first (valid), then s0 at a version it no longer has
-    plan = Plan((Placement("s1", s1.version, "a", PROMPT), Placement("s0", s0.version - 1, None, PROMPT)))
-    c.on_event(PlanFinished(c.planner.in_flight.id, plan), 0.1)
-    assert c.state.session("s1").node == "a"
-    assert c.state.session("s0").node == "a"
-    assert c.planner.stats.cut == 1
+    # swapping the two sessions only works if both old places are released first, whatever the order of the moves
+    swap = Plan((Placement("s0", s0.version, s1.node, PROMPT), Placement("s1", s1.version, s0.node, PROMPT)))
+    job = only_job(c.on_event(Register("s2"), 0.1))
+    c.on_event(PlanFinished(job.id, swap), 0.1)
+    assert (c.state.session("s0").node, c.state.session("s1").node) == (s1.node, s0.node)
+    assert c.planner.stats.applied >= 3
 
 
 def test_a_late_result_for_a_finished_job_is_ignored():

@@ -3,10 +3,12 @@
 Invariants:
 - at most one plan is in flight; events that arrive meanwhile only mark the planner dirty, and the coordinator
   starts the next plan when this one finishes (coalescing);
-- a placement is applied only if its session still has the version the snapshot saw, is not inside an LLM call,
-  and — for a place on a node — the node is still healthy and the session's weight still fits next to what the
-  node's holders hold *now*; the first placement that fails ends the applied prefix and the rest is dropped (its
-  sessions are re-offered at the next plan, which the failure requests);
+- a plan is applied as a sequence of steps: first every release (an interruption, or the old place of a moved
+  session), then every placement, each group in plan order. A step is applied only if its session still has the
+  version the snapshot saw (or the one its own release gave it), is not inside an LLM call, and — for a placement —
+  the node is still healthy and the session's weight still fits next to what the node's holders hold *now*; the
+  first step that fails ends the applied prefix and the rest is dropped (its sessions are re-offered at the next
+  plan, which the failure requests);
 - a finished job that is not the one in flight is ignored (it cannot happen with one driver, but a restarted
   driver may deliver a late result).
 """
@@ -70,55 +72,78 @@ class Planner:
         stats.by_method[plan.method] = stats.by_method.get(plan.method, 0) + 1
         if plan.method == "fallback":
             stats.fallbacks += 1
-        actions: list[Action] = []
-        used = fleet.used_cells(settings)
-        applied = 0
-        for placement in plan.placements:
-            action = _apply(placement, fleet, settings, used, now)
-            if action is None:
-                break
-            actions.extend(action)
-            applied += 1
-        stats.placements_applied += applied
-        if applied == len(plan.placements):
+        applier = _Applier(fleet, settings, now)
+        steps = applier.apply(plan)
+        stats.placements_applied += steps
+        if applier.complete:
             stats.applied += 1
         else:
-            stats.dropped += applied == 0
-            stats.cut += applied > 0
+            stats.dropped += steps == 0
+            stats.cut += steps > 0
             self.dirty = True
-        return actions
+        return applier.actions
 
 
-def _apply(
-    placement: Placement, fleet: FleetState, settings: CoreSettings, used: dict[str, int], now: float
-) -> list[Action] | None:
-    session = fleet.sessions.get(placement.session_id)
-    if session is None or session.version != placement.version or session.phase in (Phase.IN_LLM, Phase.CLOSED):
-        return None
-    cells = -(-placement.weight_tokens // settings.capacity_quantum_tokens)
-    if placement.node is None:
-        if session.node is None:
+class _Applier:
+    """Applies a plan in two passes — every release (interruptions, and the old place of a moved session), then
+    every placement — stopping at the first step that is no longer valid. Releasing first means the placements of a
+    consistent plan always find the room the solver counted on, whatever order moves between nodes came in."""
+
+    def __init__(self, fleet: FleetState, settings: CoreSettings, now: float) -> None:
+        self.fleet, self.settings, self.now = fleet, settings, now
+        self.used = fleet.used_cells(settings)
+        self.versions: dict[str, int] = {}
+        self.actions: list[Action] = []
+        self.complete = False
+
+    def apply(self, plan: Plan) -> int:
+        releases = [p for p in plan.placements if self._holds_other_place(p)]
+        placements = [p for p in plan.placements if p.node is not None]
+        done = 0
+        for step in (*((p, self._release) for p in releases), *((p, self._place) for p in placements)):
+            placement, action = step
+            if not action(placement):
+                return done
+            done += 1
+        self.complete = True
+        return done
+
+    def _cells(self, placement: Placement) -> int:
+        return -(-placement.weight_tokens // self.settings.capacity_quantum_tokens)
+
+    def _live(self, placement: Placement) -> Session | None:
+        session = self.fleet.sessions.get(placement.session_id)
+        expected = self.versions.get(placement.session_id, placement.version)
+        if session is None or session.version != expected or session.phase in (Phase.IN_LLM, Phase.CLOSED):
             return None
-        _release(session, used, cells)
-        fleet.put(state_machine.interrupt(session, now))
-        return [Interrupt(session.id, session.node)]
-    node = fleet.usable_node(placement.node)
-    if node is None or used.get(node.id, 0) + cells > capacity_cells(node, settings):
-        return None
-    previous = session.node
-    _release(session, used, cells)
-    used[node.id] = used.get(node.id, 0) + cells
-    admitted = state_machine.admit(session, now, node.id)
-    fleet.put(admitted)
-    actions: list[Action] = []
-    if previous is not None:
-        actions.append(Interrupt(session.id, previous))
-    actions.append(Admit(session.id, node.id))
-    if admitted.phase is Phase.IN_LLM:
-        actions.append(Route(session.id, node.id))
-    return actions
+        return session
 
+    def _holds_other_place(self, placement: Placement) -> bool:
+        session = self.fleet.sessions.get(placement.session_id)
+        return session is not None and session.node is not None and session.node != placement.node
 
-def _release(session: Session, used: dict[str, int], cells: int) -> None:
-    if session.node is not None and session.node in used:
-        used[session.node] -= cells
+    def _release(self, placement: Placement) -> bool:
+        session = self._live(placement)
+        if session is None or session.node is None:
+            return False
+        if session.node in self.used:
+            self.used[session.node] -= self._cells(placement)
+        released = state_machine.interrupt(session, self.now)
+        self.fleet.put(released)
+        self.versions[session.id] = released.version
+        self.actions.append(Interrupt(session.id, session.node))
+        return True
+
+    def _place(self, placement: Placement) -> bool:
+        session = self._live(placement)
+        node = self.fleet.usable_node(placement.node)
+        cells = self._cells(placement)
+        if session is None or node is None or self.used.get(node.id, 0) + cells > capacity_cells(node, self.settings):
+            return False
+        self.used[node.id] = self.used.get(node.id, 0) + cells
+        admitted = state_machine.admit(session, self.now, node.id)
+        self.fleet.put(admitted)
+        self.actions.append(Admit(session.id, node.id))
+        if admitted.phase is Phase.IN_LLM:
+            self.actions.append(Route(session.id, node.id))
+        return True

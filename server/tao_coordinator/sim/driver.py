@@ -1,0 +1,274 @@
+"""The virtual-time driver: workload sessions, the scheduling core and a fleet of node engines on one event heap.
+
+It is the simulator's counterpart of the live aiohttp service: it feeds the same `Coordinator.on_event(event, now)`
+and carries out the same actions — a `Route` submits the call to a node engine, a `StartPlan` is solved at once
+(timed on the wall clock) and its result delivered `plan_delay_s` of virtual time later, so events that arrive
+meanwhile coalesce as they do live. Sessions replay the closed-loop contract of `workloads/model.py`.
+
+Determinism: the heap orders by (time, insertion number); engines, coordinator and workload are deterministic, so a
+seed gives the same simulated run. Only the wall-clock planner timings differ between runs.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.actions import Route, StartPlan
+from ..core.coordinator import Coordinator
+from ..core.events import Acquire, Close, Event, LlmEnd, NodeUpdate, Register, Tick, ToolEnd, ToolStart
+from ..core.model import AgentContext, ToolHints
+from ..core.plan import PlanFinished
+from ..core.policies import make_policy
+from ..core.settings import CoreSettings
+from .metrics import Recorder, RunMetrics, summarize
+from .node import Finished, FirstToken, NodeEngine, NodeProfile, NodeRequest, RequestRejected
+from .workloads import SessionScript, Workload
+
+
+@dataclass
+class _Session:
+    """One live session of the replay: where it is in its script, and what it waits for."""
+
+    id: str
+    script: SessionScript
+    parent: _Session | None
+    started_at: float
+    index: int = 0
+    """The request sent next, or in flight."""
+    wanted_at: float = 0.0
+    after_tool: bool = False
+    node: str = ""
+    blocking_children: int = 0
+    waiting_for_children: bool = False
+    finishing: bool = False
+
+
+@dataclass(order=True)
+class _Entry:
+    at: float
+    order: int
+    action: Callable[[], None] = field(compare=False)
+
+
+class FleetSimulation:
+    def __init__(
+        self,
+        workload: Workload,
+        policy: str,
+        concurrency: int,
+        profile: NodeProfile,
+        nodes: int,
+        *,
+        settings: CoreSettings | None = None,
+        plan_delay_s: float = 0.0,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
+        if concurrency < 1 or nodes < 1:
+            raise ValueError("concurrency and nodes must be at least 1")
+        self.workload = workload
+        self.settings = settings or CoreSettings(lease_ttl_s=1e12)
+        self.coordinator = Coordinator(make_policy(policy), self.settings, inline_planning=False)
+        self.engines = {f"node-{k:02d}": NodeEngine(profile, kv_events=False) for k in range(nodes)}
+        self.concurrency = concurrency
+        self.plan_delay_s = plan_delay_s
+        self.progress = progress
+        self.recorder = Recorder()
+        self._heap: list[_Entry] = []
+        self._order = itertools.count()
+        self._sessions: dict[str, _Session] = {}
+        self._requests: dict[str, _Session] = {}
+        self._node_wake: dict[str, float | None] = dict.fromkeys(self.engines)
+        self._tick_at: float | None = None
+        self._next_script = 0
+        self._now = 0.0
+        for node_id in self.engines:
+            self.coordinator.on_event(NodeUpdate(node_id, profile.capacity_tokens, profile.block_size), 0.0)
+
+    # -- the loop --------------------------------------------------------------------------------------------------
+
+    def run(self) -> RunMetrics:
+        for _ in range(min(self.concurrency, len(self.workload.scripts))):
+            self._start_next(0.0)
+        while self._heap:
+            entry = heapq.heappop(self._heap)
+            self._now = entry.at
+            entry.action()
+            self._schedule_tick()
+        preemptions = sum(engine.counters().num_preemptions for engine in self.engines.values())
+        return summarize(self.recorder, preemptions, timing=True)
+
+    def _at(self, at: float, action: Callable[[], None]) -> None:
+        heapq.heappush(self._heap, _Entry(at, next(self._order), action))
+
+    def _event(self, event: Event | PlanFinished) -> None:
+        now = self._now
+        for action in self.coordinator.on_event(event, now):
+            if isinstance(action, Route):
+                self._submit(action.session_id, action.node)
+            elif isinstance(action, StartPlan):
+                started = time.perf_counter()
+                plan = action.job.solve()
+                self.recorder.plan_ms.append((time.perf_counter() - started) * 1e3)
+                finished = PlanFinished(action.job.id, plan)
+                self._at(now + self.plan_delay_s, lambda finished=finished: self._event(finished))  # type: ignore[misc]
+
+    def _schedule_tick(self) -> None:
+        wake = self.coordinator.next_wakeup()
+        if wake is None or (self._tick_at is not None and self._tick_at <= wake):
+            return
+        self._tick_at = at = max(wake, self._now)
+        self._at(at, lambda: self._tick(at))
+
+    def _tick(self, at: float) -> None:
+        if self._tick_at != at:
+            return
+        self._tick_at = None
+        self._event(Tick())
+
+    # -- sessions --------------------------------------------------------------------------------------------------
+
+    def _start_next(self, now: float) -> None:
+        if self._next_script >= len(self.workload.scripts):
+            return
+        script = self.workload.scripts[self._next_script]
+        self._next_script += 1
+        self._start(script, None, now)
+
+    def _start(self, script: SessionScript, parent: _Session | None, now: float) -> None:
+        session_id = script.id if parent is None else f"{parent.id}/{script.id}"
+        session = _Session(session_id, script, parent, started_at=now, wanted_at=now)
+        self._sessions[session_id] = session
+        first = script.requests[0].prompt.tokens
+        context = AgentContext(harness=script.meta.source, shared_prefix_tokens=script.meta.shared_prefix_tokens)
+        self._event(Register(session_id, context, expected_input_tokens=first))
+        self._event(Acquire(session_id, expected_input_tokens=first))
+
+    def _submit(self, session_id: str, node_id: str) -> None:
+        session = self._sessions[session_id]
+        spec = session.script.requests[session.index]
+        request_id = f"{session_id}#{session.index}"
+        session.node = node_id
+        request = NodeRequest(
+            request_id,
+            spec.prompt,
+            max(1, spec.output_tokens),
+            session_id=session_id,
+            output_block_runs=spec.output_block_runs,
+        )
+        engine = self.engines[node_id]
+        try:
+            engine.submit(request, self._now)
+        except RequestRejected as rejected:
+            self.recorder.rejected += 1
+            self._event(LlmEnd(session_id, node_id, error=str(rejected)))
+            self._answered(session, self._now)
+            return
+        self._requests[request_id] = session
+        self._wake_node(node_id)
+
+    def _wake_node(self, node_id: str) -> None:
+        wake = self.engines[node_id].next_event_time()
+        if wake is not None and wake != self._node_wake[node_id]:
+            self._node_wake[node_id] = wake
+            self._at(wake, lambda: self._advance_node(node_id, wake))
+
+    def _advance_node(self, node_id: str, at: float) -> None:
+        if self._node_wake[node_id] != at:
+            return
+        self._node_wake[node_id] = None
+        for event in self.engines[node_id].advance(at):
+            if isinstance(event, FirstToken):
+                self._first_token(event)
+            elif isinstance(event, Finished):
+                self._finished(node_id, event)
+        self._wake_node(node_id)
+
+    def _first_token(self, event: FirstToken) -> None:
+        session = self._requests[event.request_id]
+        waited = event.time - session.wanted_at
+        self.recorder.ttfts.append(waited)
+        self.recorder.engine_ttfts.append(event.ttft)
+        if session.after_tool:
+            self.recorder.tool_end_to_first_token.append(waited)
+
+    def _finished(self, node_id: str, event: Finished) -> None:
+        session = self._requests.pop(event.request_id)
+        recorder = self.recorder
+        recorder.requests += 1
+        recorder.prompt_tokens += event.prompt_tokens
+        recorder.cached_tokens += event.cached_tokens
+        recorder.completion_tokens += event.completion_tokens
+        self._event(
+            LlmEnd(
+                session.id,
+                node_id,
+                event.prompt_tokens,
+                event.cached_tokens,
+                event.completion_tokens,
+                event.ttft,
+                event.time - event.arrival_time,
+            )
+        )
+        if self.progress is not None:
+            self.progress(1)
+        self._answered(session, event.time)
+
+    def _answered(self, session: _Session, now: float) -> None:
+        """The answer to `session.index` arrived: launch its children, then start the gap or finish."""
+        answered = session.index
+        for launch in session.script.subagents:
+            if launch.after_request == answered:
+                if launch.blocks_parent:
+                    session.blocking_children += 1
+                self._at(now + launch.delay_s, lambda s=launch.script: self._start(s, session, self._now))  # type: ignore[misc]
+        session.index += 1
+        if session.index >= len(session.script.requests):
+            session.finishing = True
+            if session.blocking_children == 0:
+                self._finish(session)
+            return
+        spec = session.script.requests[session.index]
+        self._event(ToolStart(session.id, f"call-{session.index}", spec.tool, spec.hints or ToolHints()))
+        if session.blocking_children:
+            session.waiting_for_children = True
+        else:
+            self._at(now + spec.gap_before_s, lambda: self._depart(session))
+
+    def _depart(self, session: _Session) -> None:
+        spec = session.script.requests[session.index]
+        self._event(ToolEnd(session.id, f"call-{session.index}", spec.gap_before_s))
+        session.wanted_at = self._now
+        session.after_tool = spec.gap_kind == "tool"
+        self._event(Acquire(session.id, expected_input_tokens=spec.prompt.tokens))
+
+    def _finish(self, session: _Session) -> None:
+        now = self._now
+        self._event(Close(session.id))
+        del self._sessions[session.id]
+        self.recorder.makespan = max(self.recorder.makespan, now)
+        parent = session.parent
+        if parent is None:
+            self.recorder.task_latencies.append(now - session.started_at)
+            self._start_next(now)
+            return
+        launch = next(launch for launch in parent.script.subagents if launch.script is session.script)
+        if not launch.blocks_parent:
+            return
+        parent.blocking_children -= 1
+        if parent.blocking_children:
+            return
+        if parent.finishing:
+            self._finish(parent)
+        elif parent.waiting_for_children:
+            parent.waiting_for_children = False
+            gap = parent.script.requests[parent.index].gap_before_s
+            self._at(now + gap, lambda: self._depart(parent))
+
+
+def run_simulation(workload: Workload, policy: str, concurrency: int, **kwargs: Any) -> RunMetrics:
+    return FleetSimulation(workload, policy, concurrency, **kwargs).run()

@@ -1,0 +1,96 @@
+"""What a simulated run measures, and the summary `tao sim` prints and writes.
+
+Definitions (every time is virtual seconds unless named `_ms`):
+- task latency: a top-level session's first request wanted → its last answer (children included);
+- TTFT: a request wanted by the agent (after its tool or gap) → its first token. It includes the wait for admission
+  under TAO and the queue inside vLLM for every policy, so policies compare on what the agent sees;
+- engine TTFT: arrival at the node → first token (vLLM's own TTFT), for diagnosis;
+- tool-end→first-token: TTFT restricted to requests that follow a tool call;
+- decode throughput: completion tokens over the makespan; prefix hit rate: cached over prompt tokens, at each
+  request's first admission (as vLLM counts);
+- planner time: wall-clock milliseconds per solve — the only figures that differ between two runs of one seed
+  (`--no-timing` writes them as null).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+
+def percentile(values: list[float], share: float) -> float:
+    """Linear interpolation between order statistics (as the traces' README computes them); NaN for no values."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    position = share * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def mean(values: list[float]) -> float:
+    return statistics.fmean(values) if values else math.nan
+
+
+@dataclass
+class Recorder:
+    task_latencies: list[float] = field(default_factory=list)
+    ttfts: list[float] = field(default_factory=list)
+    engine_ttfts: list[float] = field(default_factory=list)
+    tool_end_to_first_token: list[float] = field(default_factory=list)
+    plan_ms: list[float] = field(default_factory=list)
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    requests: int = 0
+    rejected: int = 0
+    makespan: float = 0.0
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    latency_mean_s: float
+    latency_p50_s: float
+    latency_p99_s: float
+    ttft_mean_s: float
+    ttft_p50_s: float
+    ttft_p99_s: float
+    decode_throughput_tok_s: float
+    tool_end_to_first_token_mean_s: float
+    prefix_hit_rate: float
+    preemptions: int
+    makespan_s: float
+    plan_mean_ms: float | None
+    plan_p95_ms: float | None
+    planner_overhead_share: float | None
+    engine_ttft_mean_s: float
+    requests: int
+    rejected_requests: int
+    plans: int
+
+
+def summarize(recorder: Recorder, preemptions: int, timing: bool) -> RunMetrics:
+    makespan = recorder.makespan
+    plan_total_s = sum(recorder.plan_ms) / 1e3
+    return RunMetrics(
+        latency_mean_s=mean(recorder.task_latencies),
+        latency_p50_s=percentile(recorder.task_latencies, 0.5),
+        latency_p99_s=percentile(recorder.task_latencies, 0.99),
+        ttft_mean_s=mean(recorder.ttfts),
+        ttft_p50_s=percentile(recorder.ttfts, 0.5),
+        ttft_p99_s=percentile(recorder.ttfts, 0.99),
+        decode_throughput_tok_s=recorder.completion_tokens / makespan if makespan > 0 else 0.0,
+        tool_end_to_first_token_mean_s=mean(recorder.tool_end_to_first_token),
+        prefix_hit_rate=recorder.cached_tokens / recorder.prompt_tokens if recorder.prompt_tokens else 0.0,
+        preemptions=preemptions,
+        makespan_s=makespan,
+        plan_mean_ms=mean(recorder.plan_ms) if timing and recorder.plan_ms else None,
+        plan_p95_ms=percentile(recorder.plan_ms, 0.95) if timing and recorder.plan_ms else None,
+        planner_overhead_share=plan_total_s / makespan if timing and makespan > 0 else None,
+        engine_ttft_mean_s=mean(recorder.engine_ttfts),
+        requests=recorder.requests,
+        rejected_requests=recorder.rejected,
+        plans=len(recorder.plan_ms),
+    )

@@ -1,0 +1,57 @@
+"""A vLLM-faithful model of one inference node: KV block pool with prefix caching, v1 scheduler, H100 step times.
+
+Pure and synchronous: time comes in as arguments (seconds), so the same engine serves the virtual-time fleet
+simulator and the real-time fake vLLM server. See docs/simulator-node.md for the model, its calibration and limits.
+"""
+
+from .counters import NodeCounters
+from .engine import NodeEngine, RequestRejected
+from .events import (
+    AllBlocksCleared,
+    BlockRemoved,
+    BlockStored,
+    Finished,
+    FinishReason,
+    FirstToken,
+    KvEvent,
+    NodeEvent,
+    Preempted,
+)
+from .profile import (
+    BUILTIN_PROFILES,
+    NodeProfile,
+    StepCoefficients,
+    UnknownProfile,
+    gpu_blocks_from_memory,
+    profile_by_name,
+    profile_from_mapping,
+)
+from .queues import SchedulingPolicy
+from .request import NodeRequest, cacheable_blocks
+from .step_time import StepTimeModel
+
+__all__ = [
+    "BUILTIN_PROFILES",
+    "AllBlocksCleared",
+    "BlockRemoved",
+    "BlockStored",
+    "FinishReason",
+    "Finished",
+    "FirstToken",
+    "KvEvent",
+    "NodeCounters",
+    "NodeEngine",
+    "NodeEvent",
+    "NodeProfile",
+    "NodeRequest",
+    "Preempted",
+    "RequestRejected",
+    "SchedulingPolicy",
+    "StepCoefficients",
+    "StepTimeModel",
+    "UnknownProfile",
+    "cacheable_blocks",
+    "gpu_blocks_from_memory",
+    "profile_by_name",
+    "profile_from_mapping",
+]

@@ -1,0 +1,92 @@
+"""What a node reports while it advances: request milestones and KV-cache events, as frozen values.
+
+Every event carries `time`, the end of the engine step that produced it (vLLM publishes outputs, stats and KV-event
+batches after a step). `NodeEngine.advance` returns events in non-decreasing time order.
+
+KV events are logical and cheap: block ids come as runs `(first, count)`. vLLM's wire format lists one hash per block
+(and the token ids of stored blocks); expanding runs into those lists is the consumer's job. A `BlockStored` covers
+blocks `first_block_index …` of one request's sequence (prompt then generated tokens), so a consumer that knows the
+tokens can recover them as tokens [first_block_index·block_size, (first_block_index + n)·block_size).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ..prompt import BlockRun
+
+FinishReason = Literal["stop", "length", "abort"]
+
+
+@dataclass(frozen=True, slots=True)
+class FirstToken:
+    time: float
+    request_id: str
+    ttft: float
+
+
+@dataclass(frozen=True, slots=True)
+class Preempted:
+    """A running request lost its KV blocks (recompute preemption) and went back to the front of the queue."""
+
+    time: float
+    request_id: str
+    generated_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    time: float
+    request_id: str
+    session_id: str | None
+    reason: FinishReason
+    prompt_tokens: int
+    cached_tokens: int
+    """Prompt tokens served from the prefix cache at the request's first admission (vLLM's num_cached_tokens)."""
+    completion_tokens: int
+    arrival_time: float
+    first_token_time: float | None
+    num_preemptions: int
+
+    @property
+    def ttft(self) -> float | None:
+        return None if self.first_token_time is None else self.first_token_time - self.arrival_time
+
+    @property
+    def e2e_latency(self) -> float:
+        return self.time - self.arrival_time
+
+
+@dataclass(frozen=True, slots=True)
+class BlockStored:
+    """Full blocks of one request entered the prefix cache (prompt blocks at prefill, generated ones in decode)."""
+
+    time: float
+    block_runs: tuple[BlockRun, ...]
+    parent_block_id: int | None
+    block_size: int
+    request_id: str
+    session_id: str | None
+    first_block_index: int
+
+    @property
+    def block_count(self) -> int:
+        return sum(count for _, count in self.block_runs)
+
+
+@dataclass(frozen=True, slots=True)
+class BlockRemoved:
+    """Cached blocks were evicted: their physical blocks were handed to a new allocation."""
+
+    time: float
+    block_runs: tuple[BlockRun, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AllBlocksCleared:
+    time: float
+
+
+KvEvent = BlockStored | BlockRemoved | AllBlocksCleared
+NodeEvent = FirstToken | Preempted | Finished | KvEvent
