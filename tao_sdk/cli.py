@@ -10,6 +10,10 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 
 COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
+    ("sim",): (
+        "tao_coordinator.sim.cli",
+        "replay agent traces through scheduling policies on a simulated vLLM fleet and compare them",
+    ),
     ("bench", "planner"): (
         "tao_coordinator.bench.planner",
         "time the planner on realistic snapshots and measure its gap to the exact MILP",

@@ -253,3 +253,9 @@ def test_unknown_policy_names_the_known_ones():
     with pytest.raises(UnknownPolicy, match="tao-no-dp"):
         make_policy("nope")
     assert make_policy("tao_coordinator.core.policies.round_robin:RoundRobinPolicy").name == "round-robin"
+
+
+def test_a_session_larger_than_any_node_is_still_admitted_alone():
+    c = fleet(nodes=("a",), capacity=70_000)
+    c.on_event(Register("big", expected_input_tokens=68_000), 0.0)  # more than 0.9 × 70,000
+    assert c.on_event(Acquire("big"), 0.0) == [Route("big", "a")]

@@ -86,12 +86,14 @@ class FleetSimulation:
         self._tick_at: float | None = None
         self._next_script = 0
         self._now = 0.0
+        self.events = 0
+        """Heap entries processed: node steps, session gaps, plan deliveries, ticks."""
         for node_id in self.engines:
             self.coordinator.on_event(NodeUpdate(node_id, profile.capacity_tokens, profile.block_size), 0.0)
 
     # -- the loop --------------------------------------------------------------------------------------------------
 
-    def run(self) -> RunMetrics:
+    def run(self, timing: bool = True) -> RunMetrics:
         for _ in range(min(self.concurrency, len(self.workload.scripts))):
             self._start_next(0.0)
         while self._heap:
@@ -99,8 +101,9 @@ class FleetSimulation:
             self._now = entry.at
             entry.action()
             self._schedule_tick()
+            self.events += 1
         preemptions = sum(engine.counters().num_preemptions for engine in self.engines.values())
-        return summarize(self.recorder, preemptions, timing=True)
+        return summarize(self.recorder, preemptions, timing)
 
     def _at(self, at: float, action: Callable[[], None]) -> None:
         heapq.heappush(self._heap, _Entry(at, next(self._order), action))

@@ -2,8 +2,10 @@
 
 Items are the candidate sessions (everything but IN_LLM); knapsacks are the healthy nodes, with capacity
 `capacity × utilisation target` minus what their in-LLM sessions hold, in cells of the capacity quantum (rounded
-down); weights are footprints rounded up, so any plan the solver returns fits. A session's value comes from the
-policy's `ValueModel`.
+down); weights are footprints rounded up, so any plan the solver returns fits. A session larger than any node's
+plannable capacity is charged that capacity instead: it can then be admitted alone on a node that drains, rather
+than wait forever (vLLM itself accepts it up to `max_model_len`). A session's value comes from the policy's
+`ValueModel`.
 
 The plan lists only changes: interruptions first (they free capacity), then moves, then admissions, each group by
 descending value, so the longest valid prefix the planner applies keeps the most valuable decisions.
@@ -47,10 +49,11 @@ def build_problem(snapshot: Snapshot, values: ValueModel) -> PlacementProblem:
         elif session.is_candidate:
             candidates.append(session)
 
+    largest = max((capacity_cells(node, settings) for node in healthy), default=0) * quantum
     items: list[Item] = []
     weights: list[int] = []
     for session in candidates:
-        tokens = footprint_tokens(session, settings)
+        tokens = min(footprint_tokens(session, settings), largest)
         value = values.evaluate(session, ctx)
         on_nodes = {index[node]: v for node, v in value.on_nodes.items() if node in index}
         items.append(Item(-(-tokens // quantum), value.base, on_nodes))

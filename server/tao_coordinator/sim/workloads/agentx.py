@@ -1,4 +1,4 @@
-"""Claude Code traces in the AgentX / kv-cache-tester schema → `Workload` (see /work/shared/traces/README.md §1).
+"""Claude Code traces in the AgentX / kv-cache-tester schema → `Workload` (see shared/traces/README.md §1).
 
 Mapping rules:
 - Blocks. A trace block covers 64 tokens and its id h is local to the trace. It becomes the 4 node blocks

@@ -1,0 +1,154 @@
+"""`tao sim`: replay a workload through every policy × concurrency on a simulated fleet and compare them."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from ..core.policies import POLICIES, UnknownPolicy, make_policy
+from ..progress import Progress
+from .driver import FleetSimulation
+from .node import BUILTIN_PROFILES, NodeProfile, UnknownProfile, profile_by_name
+from .report import RunResult, render_table, to_json
+from .workloads import PRESETS, Workload, generate, load_agentx, load_mini_swe
+from .workloads.files import read_records
+
+
+class UsageError(ValueError):
+    """A command-line value is wrong; the message names it."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--trace",
+        default="synthetic",
+        help="a trace file (AgentX .jsonl[.gz]/.json, or mini-swe-agent steps .jsonl.gz), or synthetic[:PRESET] "
+        f"with PRESET one of {', '.join(PRESETS)} (default: synthetic:claude-code)",
+    )
+    parser.add_argument("--policy", default="tao,round-robin", help="comma-separated policies (tao,round-robin)")
+    parser.add_argument("--concurrency", default="16", help="comma-separated concurrent sessions (16)")
+    parser.add_argument("--nodes", type=int, default=4, help="nodes in the fleet (4)")
+    parser.add_argument("--node-profile", default="h100-tp2", help=f"one of {', '.join(BUILTIN_PROFILES)} (h100-tp2)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic workload (0)")
+    parser.add_argument("--sessions", type=int, default=64, help="synthetic sessions to generate (64)")
+    parser.add_argument("--limit-traces", type=int, help="replay only the first N traces")
+    parser.add_argument(
+        "--max-context",
+        type=int,
+        help="drop traces whose peak context (prompt + output) passes this many tokens (default: the node's limit)",
+    )
+    parser.add_argument("--plan-delay-ms", type=float, default=0.0, help="virtual time a plan takes to apply (0)")
+    parser.add_argument("--json", type=Path, help="write the figures as JSON to this file")
+    parser.add_argument("--plots", type=Path, help="write PNG charts into this directory")
+    parser.add_argument(
+        "--no-timing", action="store_true", help="leave out wall-clock planner times (JSON identical across runs)"
+    )
+
+
+def _numbers(text: str, name: str) -> list[int]:
+    values = []
+    for part in text.split(","):
+        if not part.strip().isdigit() or int(part) < 1:
+            raise UsageError(f"--{name}: {part!r} is not a positive whole number")
+        values.append(int(part))
+    return values
+
+
+def _policies(text: str) -> list[str]:
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    for name in names:
+        make_policy(name)
+    if not names:
+        raise UsageError(f"--policy: name at least one of {', '.join(POLICIES)}")
+    return names
+
+
+def load_workload(spec: str, max_context: int, limit: int | None, seed: int, sessions: int) -> Workload:
+    if spec == "synthetic" or spec.startswith("synthetic:"):
+        preset = spec.partition(":")[2] or "claude-code"
+        if preset not in PRESETS:
+            raise UsageError(f"--trace: unknown synthetic preset {preset!r}; known: {', '.join(PRESETS)}")
+        return generate(preset, sessions=limit or sessions, seed=seed, max_context=max_context)
+    path = Path(spec)
+    if not path.is_file():
+        raise UsageError(f"--trace: {spec!r} is neither a file nor synthetic[:PRESET]")
+    first = next(iter(read_records(path)), None)
+    if isinstance(first, dict) and "requests" in first:
+        return load_agentx(path, max_context=max_context, limit=limit)
+    if isinstance(first, dict) and "steps" in first:
+        return load_mini_swe(path, max_context=max_context, limit=limit)
+    raise UsageError(f"--trace: {spec!r} is not an AgentX trace file nor a mini-swe-agent steps table")
+
+
+def describe(workload: Workload) -> str:
+    report = workload.report
+    removed = (
+        f"; the context cap of {report.max_context:,} tokens removed {report.traces_removed} traces "
+        f"({report.requests_removed:,} requests)"
+        if report.traces_removed
+        else ""
+    )
+    return (
+        f"workload {workload.name}: {report.traces_kept} sessions, {report.requests:,} requests, "
+        f"{report.prompt_tokens / 1e6:,.1f}M prompt tokens{removed}; {report.gaps_capped} gaps capped"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        policies = _policies(args.policy)
+        concurrencies = _numbers(args.concurrency, "concurrency")
+        if args.nodes < 1:
+            raise UsageError("--nodes: must be at least 1")
+        profile = profile_by_name(args.node_profile)
+        max_context = args.max_context or profile.model_len_limit
+        workload = load_workload(args.trace, max_context, args.limit_traces, args.seed, args.sessions)
+    except (UsageError, UnknownPolicy, UnknownProfile) as error:
+        print(f"tao sim: {error}", file=sys.stderr)
+        return 2
+    if not workload.scripts:
+        print("tao sim: the workload has no session left to replay", file=sys.stderr)
+        return 2
+    print(describe(workload))
+    print(f"fleet: {args.nodes} × {profile.name} ({profile.capacity_tokens:,} KV tokens each)")
+    results = [
+        _run_one(workload, policy, concurrency, profile, args) for policy in policies for concurrency in concurrencies
+    ]
+    print(render_table(results))
+    if args.json:
+        fleet = {"nodes": args.nodes, "node_profile": profile.name, "capacity_tokens": profile.capacity_tokens}
+        args.json.write_text(to_json(results, workload.report, fleet))
+        print(f"wrote {args.json}")
+    if args.plots:
+        from .plots import write_plots
+
+        for path in write_plots(results, args.plots):
+            print(f"wrote {path}")
+    return 0
+
+
+def _run_one(
+    workload: Workload, policy: str, concurrency: int, profile: NodeProfile, args: argparse.Namespace
+) -> RunResult:
+    progress = Progress(workload.report.requests, f"{policy} × {concurrency}")
+    simulation = FleetSimulation(
+        workload,
+        policy,
+        concurrency,
+        profile,
+        args.nodes,
+        plan_delay_s=args.plan_delay_ms / 1e3,
+        progress=progress.advance,
+    )
+    started = time.perf_counter()
+    metrics = simulation.run(timing=not args.no_timing)
+    wall = time.perf_counter() - started
+    progress.close()
+    print(
+        f"{policy} × {concurrency}: {metrics.makespan_s:,.0f} s simulated in {wall:.1f} s "
+        f"({metrics.makespan_s / wall:,.0f}× real time, {simulation.events / wall:,.0f} events/s)",
+        file=sys.stderr,
+    )
+    return RunResult(policy, concurrency, args.seed, metrics)

@@ -1,0 +1,98 @@
+"""`tao sim` output: one table for every policy × concurrency, and the same figures as JSON.
+
+JSON layout: `{"runs": [{"policy", "concurrency", "seed", "metrics": {...}}], "workload": {...}, "fleet": {...}}`.
+Floats are rounded to 6 significant digits so the file is stable and readable; NaN (no sample) becomes null.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .metrics import RunMetrics
+from .workloads import LoadReport
+
+
+@dataclass(frozen=True)
+class RunResult:
+    policy: str
+    concurrency: int
+    seed: int
+    metrics: RunMetrics
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float):
+        return None if math.isnan(value) else float(f"{value:.6g}")
+    if isinstance(value, dict):
+        return {key: _clean(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(item) for item in value]
+    return value
+
+
+def to_json(results: list[RunResult], workload: LoadReport, fleet: dict[str, Any]) -> str:
+    document = {
+        "runs": [
+            {"policy": r.policy, "concurrency": r.concurrency, "seed": r.seed, "metrics": asdict(r.metrics)}
+            for r in results
+        ],
+        "workload": {
+            "source": workload.source,
+            "traces_read": workload.traces_read,
+            "traces_kept": workload.traces_kept,
+            "traces_removed": workload.traces_removed,
+            "requests": workload.requests,
+            "requests_removed": workload.requests_removed,
+            "prompt_tokens": workload.prompt_tokens,
+            "max_context": workload.max_context,
+            "gaps_capped": workload.gaps_capped,
+        },
+        "fleet": fleet,
+    }
+    return json.dumps(_clean(document), indent=2, sort_keys=False) + "\n"
+
+
+COLUMNS = (
+    ("policy", "policy", "{}"),
+    ("conc", "concurrency", "{}"),
+    ("lat mean", "latency_mean_s", "{:.0f}"),
+    ("lat p50", "latency_p50_s", "{:.0f}"),
+    ("lat p99", "latency_p99_s", "{:.0f}"),
+    ("TTFT mean", "ttft_mean_s", "{:.2f}"),
+    ("p50", "ttft_p50_s", "{:.2f}"),
+    ("p99", "ttft_p99_s", "{:.2f}"),
+    ("tok/s", "decode_throughput_tok_s", "{:.0f}"),
+    ("tool→1st", "tool_end_to_first_token_mean_s", "{:.2f}"),
+    ("hit", "prefix_hit_rate", "{:.1%}"),
+    ("preempt", "preemptions", "{}"),
+    ("makespan", "makespan_s", "{:.0f}"),
+    ("plan ms", "plan_mean_ms", "{:.2f}"),
+    ("p95", "plan_p95_ms", "{:.2f}"),
+    ("overhead", "planner_overhead_share", "{:.3%}"),
+)
+
+
+def render_table(results: list[RunResult]) -> str:
+    rows = []
+    for result in results:
+        fields = {"policy": result.policy, "concurrency": result.concurrency, **asdict(result.metrics)}
+        rows.append([_format(fmt, fields[key]) for _, key, fmt in COLUMNS])
+    headers = [title for title, _, _ in COLUMNS]
+    widths = [max(len(h), *(len(r[k]) for r in rows)) for k, h in enumerate(headers)]
+    lines = [_line(headers, widths), "-" * (sum(widths) + 2 * (len(widths) - 1))]
+    lines += [_line(row, widths) for row in rows]
+    lines.append("latencies, makespan, TTFT and tool→1st (tool end to first token) in s, as the agent sees them")
+    return "\n".join(lines)
+
+
+def _line(cells: list[str], widths: list[int]) -> str:
+    return "  ".join(c.rjust(w) if k else c.ljust(w) for k, (c, w) in enumerate(zip(cells, widths, strict=True)))
+
+
+def _format(fmt: str, value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return fmt.format(value)
