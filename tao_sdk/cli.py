@@ -14,9 +14,21 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
         "tao_coordinator.sim.cli",
         "replay agent traces through scheduling policies on a simulated vLLM fleet and compare them",
     ),
+    ("coordinator",): (
+        "tao_coordinator.web.cli",
+        "run the coordinator beside a vLLM fleet",
+    ),
     ("bench", "planner"): (
         "tao_coordinator.bench.planner",
         "time the planner on realistic snapshots and measure its gap to the exact MILP",
+    ),
+    ("fake-vllm",): (
+        "tao_coordinator.fakevllm.cli",
+        "serve a fake vLLM node: vLLM's HTTP, metrics and KV-event formats over the simulated node",
+    ),
+    ("bench", "fake-vllm"): (
+        "tao_coordinator.fakevllm.bench",
+        "measure the fake vLLM server: startup time, requests/s and p99 latency of concurrent streams",
     ),
 }
 

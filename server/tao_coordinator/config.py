@@ -1,0 +1,153 @@
+"""The coordinator's configuration: a TOML file, then command-line overrides, validated as one pydantic model.
+
+```toml
+[server]
+host = "127.0.0.1"
+port = 8700
+token = "…"                 # or $TAO_TOKEN; required unless insecure_no_auth on loopback
+state_dir = "~/.local/state/tao"
+
+[fleet]
+scrape_interval_s = 2.0
+
+[[nodes]]
+name = "node-a"
+url = "http://10.0.0.7:8000"
+capacity_tokens = 320000    # optional: overrides what /metrics says
+kv_events = "tcp://10.0.0.7:5557"   # optional: exact cache credit from vLLM KV events
+
+[policy]
+name = "tao"
+
+[core]                      # any field of CoreSettings
+credit_half_life_s = 10
+```
+
+Invariants: node names are unique; `insecure_no_auth` is refused unless the server listens on loopback; every
+error names the offending field (`ConfigError`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .core.settings import CoreSettings
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message names the field."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class ServerConfig(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8700, ge=0, le=65535)
+    token: str | None = Field(default=None, min_length=16)
+    """Bearer token of the API. Falls back to $TAO_TOKEN."""
+    insecure_no_auth: bool = False
+    """Accept requests without any token; only allowed on a loopback address."""
+    state_dir: Path = Path("~/.local/state/tao")
+    """Where learned state (tool-duration history) persists across restarts."""
+    max_body_bytes: int = Field(default=1 << 20, ge=1024)
+    log_format: Literal["text", "json"] = "text"
+    acquire_wait_s: float = Field(default=30.0, gt=0, le=600)
+    """Upper bound on how long one acquire call blocks (the client's wait_s is capped by it)."""
+
+
+class FleetConfig(_Section):
+    scrape_interval_s: float = Field(default=2.0, gt=0)
+    scrape_timeout_s: float = Field(default=2.0, gt=0)
+    unhealthy_after: int = Field(default=2, ge=1)
+    """Consecutive failed scrapes (or /health answers other than 200) that mark a node unhealthy."""
+    kv_flush_interval_s: float = Field(default=0.5, gt=0)
+    """How often per-session residency from KV events is handed to the planner."""
+
+
+class NodeConfig(_Section):
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._-]+$")
+    url: str = Field(pattern=r"^https?://")
+    capacity_tokens: int | None = Field(default=None, ge=1)
+    kv_events: str | None = Field(default=None, pattern=r"^(tcp|ipc)://")
+    kv_events_replay: str | None = Field(default=None, pattern=r"^(tcp|ipc)://")
+
+    @field_validator("url")
+    @classmethod
+    def _strip_slash(cls, url: str) -> str:
+        return url.rstrip("/")
+
+
+class PolicyConfig(_Section):
+    name: str = "tao"
+
+
+class CoordinatorConfig(_Section):
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    fleet: FleetConfig = Field(default_factory=FleetConfig)
+    nodes: list[NodeConfig] = Field(default_factory=list)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    core: CoreSettings = Field(default_factory=CoreSettings)
+
+    @model_validator(mode="after")
+    def _check(self) -> CoordinatorConfig:
+        names = [node.name for node in self.nodes]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"node names must be unique, repeated: {', '.join(duplicates)}")
+        if self.server.insecure_no_auth and not is_loopback(self.server.host):
+            raise ValueError(f"insecure_no_auth is only allowed on a loopback address, not {self.server.host!r}")
+        if not self.server.insecure_no_auth and self.server.token is None:
+            raise ValueError("set server.token (or $TAO_TOKEN), or insecure_no_auth = true on loopback")
+        return self
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def load_config(
+    path: Path | None, overrides: dict[str, Any], extra_nodes: list[dict[str, Any]] | None = None
+) -> CoordinatorConfig:
+    """Read `path` (optional), apply dotted `overrides` like {"server.port": 9000} (None values are skipped), add
+    `extra_nodes` to the file's, validate."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            data = tomllib.loads(path.read_text())
+        except OSError as error:
+            raise ConfigError(f"{path}: {error.strerror or error}") from error
+        except tomllib.TOMLDecodeError as error:
+            raise ConfigError(f"{path}: not valid TOML: {error}") from error
+    for dotted, value in overrides.items():
+        if value is None:
+            continue
+        section, _, key = dotted.partition(".")
+        if key:
+            data.setdefault(section, {})[key] = value
+        else:
+            data[section] = value
+    if extra_nodes:
+        data["nodes"] = [*data.get("nodes", []), *extra_nodes]
+    server = data.setdefault("server", {})
+    if "token" not in server and os.environ.get("TAO_TOKEN"):
+        server["token"] = os.environ["TAO_TOKEN"]
+    try:
+        return CoordinatorConfig.model_validate(data)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in issue['loc']) or 'config'}: {issue['msg']}" for issue in error.errors()
+        )
+        raise ConfigError(problems) from None

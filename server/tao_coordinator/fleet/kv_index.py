@@ -1,0 +1,60 @@
+"""Which cached blocks of a node belong to which session, from its KV events (design §4, evidence source 1).
+
+vLLM ≥ 0.30 copies the request's session id into `BlockStored`. A block belongs to the session that stored it; a
+block stored twice (two requests computed the same prefix at once) is reference-counted by hash, as vLLM publishes
+one `BlockRemoved` per physical block (reference §3.5). Invariant: `blocks_of(session)` equals the number of
+distinct resident hashes whose first storer was that session; `changed` collects the sessions whose count moved
+since the last `take_changed()`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from .kv_wire import Cleared, KvEvent, Removed, Stored
+
+
+class NodeKvIndex:
+    def __init__(self) -> None:
+        self._refs: Counter[int] = Counter()
+        self._owner: dict[int, str] = {}
+        self._per_session: Counter[str] = Counter()
+        self.block_size = 16
+        self.changed: set[str] = set()
+
+    def apply(self, event: KvEvent) -> None:
+        if isinstance(event, Stored):
+            self.block_size = event.block_size
+            for block in event.hashes:
+                if self._refs[block] == 0 and event.session_id:
+                    self._owner[block] = event.session_id
+                    self._per_session[event.session_id] += 1
+                    self.changed.add(event.session_id)
+                self._refs[block] += 1
+        elif isinstance(event, Removed):
+            for block in event.hashes:
+                if self._refs[block] <= 0:
+                    continue
+                self._refs[block] -= 1
+                if self._refs[block] == 0:
+                    del self._refs[block]
+                    owner = self._owner.pop(block, None)
+                    if owner is not None:
+                        self._per_session[owner] -= 1
+                        self.changed.add(owner)
+        elif isinstance(event, Cleared):
+            self.clear()
+
+    def clear(self) -> None:
+        self.changed.update(self._per_session)
+        self._refs.clear()
+        self._owner.clear()
+        self._per_session.clear()
+
+    def tokens_of(self, session_id: str) -> int:
+        return max(0, self._per_session[session_id]) * self.block_size
+
+    def take_changed(self) -> dict[str, int]:
+        changed = {session: self.tokens_of(session) for session in self.changed}
+        self.changed = set()
+        return changed

@@ -1,0 +1,1 @@
+"""The live coordinator: an aiohttp service around the scheduling core (`tao coordinator`)."""

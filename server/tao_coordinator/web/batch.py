@@ -1,0 +1,70 @@
+"""`POST /v1/events`: a batch of events from a short-lived hook process, applied in order, each answered on its
+own — one bad event fails alone and changes nothing, the others still apply."""
+
+from __future__ import annotations
+
+from aiohttp import web
+from pydantic import BaseModel
+
+from tao_sdk import protocol
+
+from ..core.errors import CoreError
+from ..core.events import Close, Heartbeat, ToolEnd
+from .auth import require_api, require_session
+from .errors import RequestError, status_of
+from .handlers import llm_end_event, read_body, register, tool_start_event
+from .keys import SERVICE
+from .service import CoordinatorService, SessionGone
+
+
+async def post_events(request: web.Request) -> web.Response:
+    batch = await read_body(request, protocol.EventsRequest)
+    results = [_apply(request, event) for event in batch.events]
+    answer = protocol.EventsResponse(results=results)
+    return web.json_response(answer.model_dump(mode="json", exclude_none=True))
+
+
+def _apply(request: web.Request, event: protocol.BatchedEvent) -> protocol.EventResult:
+    service = request.app[SERVICE]
+    try:
+        if event.kind == "register":
+            require_api(request)
+            body = event.registration or protocol.RegisterRequest()
+            registered = register(service, body.model_copy(update={"session_id": event.session_id}))
+            return protocol.EventResult(ok=True, status=201, session_token=registered.session_token)
+        require_session(request, event.session_id, event.session_token)
+        _dispatch(service, event)
+        return protocol.EventResult(ok=True, status=204)
+    except (RequestError, CoreError, SessionGone) as error:
+        status, message, _ = status_of(error)
+        return protocol.EventResult(ok=False, status=status, error=message)
+
+
+def _part(event: protocol.BatchedEvent, name: str) -> BaseModel:
+    part = getattr(event, name)
+    if part is None:
+        raise RequestError(422, f"{name}: required for kind {event.kind!r}", name)
+    assert isinstance(part, BaseModel)
+    return part
+
+
+def _dispatch(service: CoordinatorService, event: protocol.BatchedEvent) -> None:
+    session_id = event.session_id
+    match event.kind:
+        case "tool_start":
+            start = _part(event, "tool_start")
+            assert isinstance(start, protocol.ToolStartRequest)
+            service.feed(tool_start_event(service, session_id, start))
+        case "tool_end":
+            end = _part(event, "tool_end")
+            assert isinstance(end, protocol.ToolEndRequest)
+            service.tool_end(ToolEnd(session_id, end.call_id, end.duration_s, end.status))
+        case "llm_end":
+            done = _part(event, "llm_end")
+            assert isinstance(done, protocol.LlmEndRequest)
+            service.feed(llm_end_event(service, session_id, done))
+        case "heartbeat":
+            service.feed(Heartbeat(session_id))
+        case "close":
+            service.feed(Close(session_id))
+            service.forget(session_id)

@@ -1,0 +1,69 @@
+"""`tao coordinator`: run the coordinator beside a vLLM fleet (configuration: `config.py`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from ..config import ConfigError, load_config
+from ..core.policies import POLICIES
+from ..logs import configure
+from .app import create_app
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, help="TOML configuration file (see docs/coordinator.md)")
+    parser.add_argument("--host", help="address to listen on (127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port to listen on (8700)")
+    parser.add_argument("--policy", help=f"scheduling policy: {', '.join(POLICIES)}, or module:factory (tao)")
+    parser.add_argument("--state-dir", type=Path, help="where learned state persists (~/.local/state/tao)")
+    parser.add_argument("--token", help="API bearer token (or $TAO_TOKEN)")
+    parser.add_argument("--insecure-no-auth", action="store_true", default=None, help="no tokens (loopback only)")
+    parser.add_argument(
+        "--node",
+        action="append",
+        default=[],
+        metavar="NAME=URL[,CAPACITY]",
+        help="a vLLM node, in addition to the config file's (repeatable)",
+    )
+    parser.add_argument("--log-format", choices=["text", "json"], help="log lines as text or JSON (text)")
+
+
+def node_overrides(specs: list[str]) -> list[dict[str, Any]]:
+    nodes = []
+    for spec in specs:
+        name, _, rest = spec.partition("=")
+        url, _, capacity = rest.partition(",")
+        if not name or not url:
+            raise ConfigError(f"--node: {spec!r} is not NAME=URL[,CAPACITY]")
+        node: dict[str, Any] = {"name": name, "url": url}
+        if capacity:
+            if not capacity.isdigit():
+                raise ConfigError(f"--node: capacity {capacity!r} is not a whole number of tokens")
+            node["capacity_tokens"] = int(capacity)
+        nodes.append(node)
+    return nodes
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        overrides: dict[str, Any] = {
+            "server.host": args.host,
+            "server.port": args.port,
+            "server.state_dir": args.state_dir,
+            "server.token": args.token,
+            "server.insecure_no_auth": args.insecure_no_auth,
+            "server.log_format": args.log_format,
+            "policy.name": args.policy,
+        }
+        config = load_config(args.config, overrides, node_overrides(args.node))
+    except ConfigError as error:
+        print(f"tao coordinator: {error}", file=sys.stderr)
+        return 2
+    configure(config.server.log_format)
+    web.run_app(create_app(config), host=config.server.host, port=config.server.port, print=None)
+    return 0

@@ -1,0 +1,69 @@
+"""One place that turns every failure into a JSON answer naming what was wrong: 4xx for anything a client can cause
+(bad JSON, a field out of range, an unknown session, an event the session's phase does not allow), never a 500."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from ..core.errors import CoreError, IllegalTransition, InvalidEvent, UnknownNode, UnknownSession
+from .service import SessionGone
+
+log = logging.getLogger("tao.coordinator")
+
+
+class RequestError(Exception):
+    def __init__(self, status: int, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.field = status, message, field
+
+
+def validation_error(error: ValidationError) -> RequestError:
+    first = error.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "body"
+    return RequestError(422, f"{field}: {first['msg']}", field)
+
+
+def status_of(error: Exception) -> tuple[int, str, str | None]:
+    """HTTP status, message and field for an exception a handler let through."""
+    if isinstance(error, RequestError):
+        return error.status, error.message, error.field
+    if isinstance(error, UnknownSession):
+        return 404, str(error), "session_id"
+    if isinstance(error, UnknownNode):
+        return 404, str(error), "node"
+    if isinstance(error, InvalidEvent):
+        return 422, str(error), error.field
+    if isinstance(error, IllegalTransition | CoreError):
+        return 409, str(error), None
+    if isinstance(error, SessionGone):
+        return 410, f"session {error} closed or expired", "session_id"
+    raise error
+
+
+def json_error(status: int, message: str, field: str | None = None) -> web.Response:
+    body: dict[str, str] = {"error": message}
+    if field is not None:
+        body["field"] = field
+    return web.json_response(body, status=status)
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except web.HTTPException as error:
+        if error.status < 400:
+            raise
+        return json_error(error.status, error.reason or "error")
+    except (RequestError, CoreError, SessionGone) as error:
+        return json_error(*status_of(error))
+    except Exception:
+        log.exception("unexpected error answering %s %s", request.method, request.path)
+        return json_error(500, "internal error")

@@ -1,0 +1,205 @@
+"""Thin HTTP handlers: parse and check a body, authenticate, turn it into one core event, answer.
+
+Every handler validates before it feeds anything to the core, and the core validates before it changes anything, so
+a rejected request never changes state. Errors are raised, and turned into JSON answers by `errors.py`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TypeVar
+
+from aiohttp import web
+from pydantic import BaseModel, ValidationError
+
+from tao_sdk import protocol
+
+from ..core import model
+from ..core.events import Close, Heartbeat, LlmEnd, Register, ToolEnd, ToolStart
+from .auth import require_api, require_session
+from .errors import RequestError, validation_error
+from .keys import SERVICE
+from .service import CoordinatorService
+
+Body = TypeVar("Body", bound=BaseModel)
+
+
+async def read_body(request: web.Request, kind: type[Body], required: bool = True) -> Body:
+    raw = await request.read()
+    if not raw.strip():
+        if required:
+            raise RequestError(400, "a JSON body is required", "body")
+        return kind()
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise RequestError(400, f"not valid JSON: {error}", "body") from None
+    try:
+        return kind.model_validate(data)
+    except ValidationError as error:
+        raise validation_error(error) from None
+
+
+def _service(request: web.Request) -> CoordinatorService:
+    return request.app[SERVICE]
+
+
+def _session_id(request: web.Request) -> str:
+    return request.match_info["session_id"]
+
+
+def core_context(context: protocol.AgentContext) -> model.AgentContext:
+    return model.AgentContext(
+        harness=context.harness,
+        workflow_id=context.workflow_id,
+        model=context.model,
+        shared_prefix_tokens=context.shared_prefix_tokens,
+        expected_next_tools=tuple(context.expected_next_tools),
+        client_session_id=context.client_session_id,
+        labels=dict(context.labels),
+    )
+
+
+def register(service: CoordinatorService, body: protocol.RegisterRequest) -> protocol.RegisterResponse:
+    session_id, token = service.new_session(body.session_id)
+    service.feed(Register(session_id, core_context(body.context), body.expected_input_tokens))
+    service.session_tokens[session_id] = token
+    return protocol.RegisterResponse(
+        session_id=session_id, session_token=token, lease_ttl_s=service.config.core.lease_ttl_s
+    )
+
+
+def tool_start_event(service: CoordinatorService, session_id: str, body: protocol.ToolStartRequest) -> ToolStart:
+    hints = body.hints
+    deadline = service.wall_to_core(hints.deadline) if hints.deadline is not None else None
+    core_hints = model.ToolHints(hints.timeout_s, hints.sleep_s, hints.background, deadline)
+    return ToolStart(session_id, body.call_id, body.tool, core_hints)
+
+
+def llm_end_event(service: CoordinatorService, session_id: str, body: protocol.LlmEndRequest) -> LlmEnd:
+    current = service.leases.get(session_id)
+    if body.lease_id is not None and current is not None and body.lease_id != current:
+        raise RequestError(409, "not the session's current lease", "lease_id")
+    return LlmEnd(
+        session_id,
+        body.node,
+        body.prompt_tokens,
+        body.cached_tokens,
+        body.completion_tokens,
+        body.ttft_s,
+        body.duration_s,
+        body.error,
+    )
+
+
+def _json(body: BaseModel, status: int = 200) -> web.Response:
+    return web.json_response(body.model_dump(mode="json"), status=status)
+
+
+async def post_session(request: web.Request) -> web.Response:
+    require_api(request)
+    body = await read_body(request, protocol.RegisterRequest, required=False)
+    return _json(register(_service(request), body), status=201)
+
+
+async def post_acquire(request: web.Request) -> web.Response:
+    service, session_id = _service(request), _session_id(request)
+    require_session(request, session_id)
+    body = await read_body(request, protocol.AcquireRequest, required=False)
+    answer = await service.acquire(session_id, body)
+    return _json(answer, status=200 if answer.status == "admitted" else 202)
+
+
+async def post_llm_end(request: web.Request) -> web.Response:
+    service, session_id = _service(request), _session_id(request)
+    require_session(request, session_id)
+    body = await read_body(request, protocol.LlmEndRequest)
+    service.feed(llm_end_event(service, session_id, body))
+    return web.Response(status=204)
+
+
+async def post_tool_start(request: web.Request) -> web.Response:
+    service, session_id = _service(request), _session_id(request)
+    require_session(request, session_id)
+    body = await read_body(request, protocol.ToolStartRequest)
+    service.feed(tool_start_event(service, session_id, body))
+    return web.Response(status=204)
+
+
+async def post_tool_end(request: web.Request) -> web.Response:
+    service, session_id = _service(request), _session_id(request)
+    require_session(request, session_id)
+    body = await read_body(request, protocol.ToolEndRequest)
+    service.tool_end(ToolEnd(session_id, body.call_id, body.duration_s, body.status))
+    return web.Response(status=204)
+
+
+async def post_heartbeat(request: web.Request) -> web.Response:
+    service, session_id = _service(request), _session_id(request)
+    require_session(request, session_id)
+    service.feed(Heartbeat(session_id))
+    return web.Response(status=204)
+
+
+async def delete_session(request: web.Request) -> web.Response:
+    service, session_id = _service(request), _session_id(request)
+    require_session(request, session_id)
+    service.feed(Close(session_id))
+    service.forget(session_id)
+    return web.Response(status=204)
+
+
+async def get_nodes(request: web.Request) -> web.Response:
+    require_api(request)
+    service = _service(request)
+    core = service.coordinator
+    used = core.state.used_cells(core.settings)
+    holders: dict[str, int] = {}
+    for session in core.state.sessions.values():
+        if session.node is not None:
+            holders[session.node] = holders.get(session.node, 0) + 1
+    nodes = []
+    for name, config in service.nodes.items():
+        node = core.state.nodes.get(name)
+        nodes.append(
+            protocol.NodeInfo(
+                name=name,
+                url=config.url,
+                healthy=node is not None and node.healthy,
+                capacity_tokens=node.capacity_tokens if node else 0,
+                used_tokens=used.get(name, 0) * core.settings.capacity_quantum_tokens,
+                prefix_hit_rate=node.prefix_hit_rate if node else 0.0,
+                sessions=holders.get(name, 0),
+            ).model_dump(mode="json")
+        )
+    return web.json_response({"nodes": nodes})
+
+
+async def get_sessions(request: web.Request) -> web.Response:
+    require_api(request)
+    service = _service(request)
+    now = service.now()
+    sessions = [
+        protocol.SessionInfo(
+            session_id=session.id,
+            phase=session.phase.name.lower(),
+            node=session.node,
+            harness=session.context.harness,
+            context_tokens=session.context_tokens,
+            running_tools=[tool.tool for tool in session.tools],
+            lease_expires_in_s=max(0.0, session.lease_expires_at - now),
+        ).model_dump(mode="json")
+        for session in service.coordinator.state.sessions.values()
+    ]
+    return web.json_response({"sessions": sessions})
+
+
+async def get_metrics(request: web.Request) -> web.Response:
+    body = _service(request).metrics.exposition()
+    return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+
+
+async def get_healthz(request: web.Request) -> web.Response:
+    core = _service(request).coordinator
+    healthy = sum(node.healthy for node in core.state.nodes.values())
+    return web.json_response({"status": "ok", "healthy_nodes": healthy, "sessions": len(core.state.sessions)})

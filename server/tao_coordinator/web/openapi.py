@@ -1,0 +1,124 @@
+"""`GET /openapi.json`: the `/v1` API described from the same pydantic models the handlers validate with, so the
+description cannot drift from what is enforced."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from tao_sdk import protocol
+
+SESSION = {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}}
+
+# (method, path, summary, request body, success status, response body, needs the session path parameter)
+OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, int, type[BaseModel] | None, bool]] = [
+    ("post", "/v1/sessions", "Register a session", protocol.RegisterRequest, 201, protocol.RegisterResponse, False),
+    (
+        "post",
+        "/v1/sessions/{session_id}/acquire",
+        "Ask for a node (long poll)",
+        protocol.AcquireRequest,
+        200,
+        protocol.AcquireResponse,
+        True,
+    ),
+    (
+        "post",
+        "/v1/sessions/{session_id}/llm_end",
+        "Report the end of an LLM call",
+        protocol.LlmEndRequest,
+        204,
+        None,
+        True,
+    ),
+    (
+        "post",
+        "/v1/sessions/{session_id}/tool_start",
+        "Report a tool call starting",
+        protocol.ToolStartRequest,
+        204,
+        None,
+        True,
+    ),
+    (
+        "post",
+        "/v1/sessions/{session_id}/tool_end",
+        "Report a tool call ending",
+        protocol.ToolEndRequest,
+        204,
+        None,
+        True,
+    ),
+    ("post", "/v1/sessions/{session_id}/heartbeat", "Renew the session's lease", None, 204, None, True),
+    ("delete", "/v1/sessions/{session_id}", "Close the session", None, 204, None, True),
+    (
+        "post",
+        "/v1/events",
+        "A batch of events (hook processes)",
+        protocol.EventsRequest,
+        200,
+        protocol.EventsResponse,
+        False,
+    ),
+]
+
+READS = [("/v1/nodes", "Nodes of the fleet"), ("/v1/sessions", "Live sessions"), ("/healthz", "Liveness")]
+
+
+def build_spec() -> dict[str, Any]:
+    models: list[type[BaseModel]] = [
+        *{m for _, _, _, request, _, response, _ in OPERATIONS for m in (request, response) if m is not None},
+        protocol.ErrorBody,
+    ]
+    _, schemas = models_json_schema(
+        [(m, "validation") for m in sorted(models, key=lambda m: m.__name__)],
+        ref_template="#/components/schemas/{model}",
+    )
+    paths: dict[str, dict[str, Any]] = {}
+    for method, path, summary, request, status, response, scoped in OPERATIONS:
+        operation: dict[str, Any] = {"summary": summary, "responses": _responses(status, response)}
+        if scoped:
+            operation["parameters"] = [SESSION]
+        if request is not None:
+            operation["requestBody"] = {
+                "required": request is not protocol.AcquireRequest and request is not protocol.RegisterRequest,
+                "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{request.__name__}"}}},
+            }
+        paths.setdefault(path, {})[method] = operation
+    for path, summary in READS:
+        paths[path] = {"get": {"summary": summary, "responses": {"200": {"description": "OK"}}}}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "TAO coordinator", "version": "1"},
+        "paths": paths,
+        "components": {
+            "schemas": schemas.get("$defs", {}),
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+    }
+
+
+def _responses(status: int, response: type[BaseModel] | None) -> dict[str, Any]:
+    error = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
+    answers: dict[str, Any] = {
+        str(code): {"description": text, **error}
+        for code, text in (
+            (400, "bad JSON"),
+            (401, "no valid token"),
+            (403, "not this session's token"),
+            (404, "unknown session"),
+            (409, "not allowed now"),
+            (413, "body too large"),
+            (422, "invalid field"),
+        )
+    }
+    ok: dict[str, Any] = {"description": "OK"}
+    if response is not None:
+        ok["content"] = {"application/json": {"schema": {"$ref": f"#/components/schemas/{response.__name__}"}}}
+    answers[str(status)] = ok
+    if status == 200 and response is protocol.AcquireResponse:
+        answers["202"] = {"description": "still waiting for a place; ask again", **ok}
+    return answers

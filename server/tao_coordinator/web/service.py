@@ -1,0 +1,264 @@
+"""The live driver: the scheduling core on an asyncio loop, fed by HTTP handlers, node pollers and KV events.
+
+Invariants:
+- the core is only touched from the event loop thread (`feed`); plans are solved in one worker thread on frozen
+  snapshots and their results come back through `feed(PlanFinished)` (design §6);
+- the core's clock is the loop's monotonic clock; wall-clock deadlines from clients are converted on the way in;
+- a `Route` answers the session's waiting `acquire` call if there is one, or is kept until the session asks, so an
+  admission is never lost to a dropped connection;
+- session tokens live here, not in the core: they authenticate, they are not scheduling state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import aiohttp
+import zmq.asyncio
+
+from tao_sdk import protocol
+
+from ..config import CoordinatorConfig, NodeConfig
+from ..core.actions import Action, Admit, Expired, Interrupt, Route, StartPlan
+from ..core.coordinator import Coordinator
+from ..core.events import Acquire, CacheResidency, Event, NodeUpdate, Tick, ToolEnd
+from ..core.model import Phase
+from ..core.plan import PlanFinished
+from ..core.policies import make_policy
+from ..core.signals.duration import DurationHistory
+from ..core.snapshot import PlanJob
+from ..fleet.kv_index import NodeKvIndex
+from ..fleet.kv_subscriber import KvEventSubscriber
+from ..fleet.poller import NodeObservation, NodePoller
+from ..store import HistoryStore
+from .metrics import ServiceMetrics
+
+log = logging.getLogger("tao.coordinator")
+
+
+class SessionGone(Exception):
+    """The session closed or expired while a call about it was waiting."""
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    node: str
+    lease_id: str
+
+
+class CoordinatorService:
+    def __init__(self, config: CoordinatorConfig) -> None:
+        self.config = config
+        self.nodes: dict[str, NodeConfig] = {node.name: node for node in config.nodes}
+        self.store = HistoryStore(config.server.state_dir)
+        history = DurationHistory(config.core.estimator_window)
+        history.load(self.store.load(config.core.estimator_window))
+        policy = make_policy(config.policy.name)
+        self.coordinator = Coordinator(policy, config.core, history=history, inline_planning=False)
+        self.metrics = ServiceMetrics(self)
+        self.session_tokens: dict[str, str] = {}
+        self.leases: dict[str, str] = {}
+        self._waiters: dict[str, asyncio.Future[Grant]] = {}
+        self._unclaimed: dict[str, Grant] = {}
+        self._kv_indexes: dict[str, NodeKvIndex] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tao-planner")
+        self._tick: asyncio.TimerHandle | None = None
+        self._plan_task: asyncio.Future[None] | None = None
+        self._tick_at: float | None = None
+        self._http: aiohttp.ClientSession | None = None
+        self._zmq: zmq.asyncio.Context | None = None
+
+    # -- life cycle ------------------------------------------------------------------------------------------------
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return asyncio.get_running_loop()
+
+    def now(self) -> float:
+        return self.loop.time()
+
+    async def start(self) -> None:
+        for node in self.nodes.values():
+            if node.capacity_tokens is not None:
+                self.feed(NodeUpdate(node.name, node.capacity_tokens))
+        self._http = aiohttp.ClientSession()
+        for node in self.nodes.values():
+            poller = NodePoller(node, self.config.fleet, self._http, self.observe_node)
+            self._tasks.append(asyncio.create_task(poller.run(), name=f"poll {node.name}"))
+            if node.kv_events:
+                self._zmq = self._zmq or zmq.asyncio.Context()
+                index = self._kv_indexes.setdefault(node.name, NodeKvIndex())
+                subscriber = KvEventSubscriber(node.name, node.kv_events, node.kv_events_replay, index, self._zmq)
+                self._tasks.append(asyncio.create_task(subscriber.run(), name=f"kv {node.name}"))
+        if self._kv_indexes:
+            self._tasks.append(asyncio.create_task(self._flush_kv_evidence(), name="kv flush"))
+        log.info("coordinator started: %d nodes, policy %s", len(self.nodes), self.config.policy.name)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._tick is not None:
+            self._tick.cancel()
+        for waiter in self._waiters.values():
+            waiter.cancel()
+        if self._http is not None:
+            await self._http.close()
+        if self._zmq is not None:
+            self._zmq.term()
+        self._executor.shutdown(wait=True)
+        self.store.close()
+        log.info("coordinator stopped; tool history persisted to %s", self.store.path)
+
+    # -- the core --------------------------------------------------------------------------------------------------
+
+    def feed(self, event: Event | PlanFinished) -> list[Action]:
+        """Hand one event to the core and carry out what it asks. Raises the core's errors unchanged."""
+        actions = self.coordinator.on_event(event, self.now())
+        for action in actions:
+            self._carry_out(action)
+        self._schedule_tick()
+        return actions
+
+    def _carry_out(self, action: Action) -> None:
+        match action:
+            case Route():
+                self._grant(action.session_id, action.node)
+            case StartPlan():
+                self._plan_task = asyncio.ensure_future(self._solve(action.job))
+            case Admit():
+                self.metrics.admissions.inc()
+            case Interrupt():
+                self.metrics.interruptions.inc()
+            case Expired():
+                log.info("session %s expired: no event within its lease", action.session_id)
+                self.forget(action.session_id)
+
+    async def _solve(self, job: PlanJob) -> None:
+        def timed() -> tuple[float, object]:
+            started = time.perf_counter()
+            plan = job.solve()
+            return time.perf_counter() - started, plan
+
+        elapsed, plan = await self.loop.run_in_executor(self._executor, timed)
+        self.metrics.plan_seconds.observe(elapsed)
+        self.feed(PlanFinished(job.id, plan))  # type: ignore[arg-type]
+
+    def _schedule_tick(self) -> None:
+        wake = self.coordinator.next_wakeup()
+        if wake is None or wake == self._tick_at:
+            return
+        if self._tick is not None:
+            self._tick.cancel()
+        self._tick_at = wake
+        self._tick = self.loop.call_at(max(wake, self.now()), self._on_tick)
+
+    def _on_tick(self) -> None:
+        self._tick = self._tick_at = None
+        self.feed(Tick())
+
+    # -- sessions --------------------------------------------------------------------------------------------------
+
+    def new_session(self, requested: str | None) -> tuple[str, str]:
+        session_id = requested or f"s-{uuid.uuid4().hex}"
+        return session_id, secrets.token_urlsafe(24)
+
+    def forget(self, session_id: str) -> None:
+        self.session_tokens.pop(session_id, None)
+        self.leases.pop(session_id, None)
+        self._unclaimed.pop(session_id, None)
+        waiter = self._waiters.pop(session_id, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(SessionGone(session_id))
+
+    def _grant(self, session_id: str, node: str) -> None:
+        grant = Grant(node, uuid.uuid4().hex[:16])
+        self.leases[session_id] = grant.lease_id
+        waiter = self._waiters.pop(session_id, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(grant)
+        else:
+            self._unclaimed[session_id] = grant
+
+    async def acquire(self, session_id: str, request: protocol.AcquireRequest) -> protocol.AcquireResponse:
+        started = self.now()
+        grant = self._unclaimed.pop(session_id, None)
+        if grant is None:
+            session = self.coordinator.state.session(session_id)
+            if not (session.phase is Phase.WAITING and session.acquire_pending):
+                self.feed(Acquire(session_id, request.expected_input_tokens))
+            grant = self._unclaimed.pop(session_id, None)
+        if grant is None:
+            grant = await self._wait_for_grant(session_id, min(request.wait_s, self.config.server.acquire_wait_s))
+        if grant is None:
+            return protocol.AcquireResponse(status="waiting")
+        self.metrics.acquire_wait_seconds.observe(self.now() - started)
+        url = self.nodes[grant.node].url if grant.node in self.nodes else ""
+        return protocol.AcquireResponse(
+            status="admitted",
+            node=grant.node,
+            node_url=url,
+            base_url=f"{url}/v1",
+            lease_id=grant.lease_id,
+            expires_at=time.time() + self.config.core.lease_ttl_s,
+        )
+
+    async def _wait_for_grant(self, session_id: str, wait_s: float) -> Grant | None:
+        waiter = self._waiters.get(session_id)
+        if waiter is None or waiter.done():
+            waiter = self.loop.create_future()
+            self._waiters[session_id] = waiter
+        try:
+            return await asyncio.wait_for(asyncio.shield(waiter), timeout=wait_s)
+        except TimeoutError:
+            # nobody awaits it any more: a later admission must be kept for the next acquire instead
+            if self._waiters.get(session_id) is waiter:
+                del self._waiters[session_id]
+                waiter.cancel()
+            return None
+
+    def tool_end(self, event: ToolEnd) -> None:
+        session = self.coordinator.state.session(event.session_id)
+        running = next((tool for tool in session.tools if tool.call_id == event.call_id), None)
+        now = self.now()
+        self.feed(event)
+        assert running is not None  # feed() would have raised IllegalTransition
+        duration = event.duration_s if event.duration_s is not None else max(0.0, now - running.started_at)
+        self.metrics.estimator_error_seconds.observe(abs(running.predicted_end - running.started_at - duration))
+        self.store.record(running.tool, duration, time.time())
+
+    def wall_to_core(self, unix_time: float) -> float:
+        return self.now() + (unix_time - time.time())
+
+    # -- the fleet -------------------------------------------------------------------------------------------------
+
+    def observe_node(self, observation: NodeObservation) -> None:
+        self.metrics.observe_node(observation)
+        known = self.coordinator.state.nodes.get(observation.name)
+        capacity = observation.capacity_tokens or (known.capacity_tokens if known else None)
+        if capacity is None:
+            return
+        self.feed(
+            NodeUpdate(
+                observation.name,
+                capacity,
+                observation.block_size,
+                observation.healthy,
+                observation.prefix_hit_rate,
+            )
+        )
+
+    async def _flush_kv_evidence(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.fleet.kv_flush_interval_s)
+            for node, index in self._kv_indexes.items():
+                for session_id, tokens in index.take_changed().items():
+                    if session_id in self.coordinator.state.sessions:
+                        self.feed(CacheResidency(node, session_id, tokens))

@@ -1,0 +1,150 @@
+"""The coordinator's wire protocol (`/v1`, design §3): the JSON bodies both the SDK and the coordinator speak.
+
+One pydantic model per body, validated on both sides. Unknown fields are rejected, so a typo in a client is a 422
+naming the field rather than a silently ignored value. Times are seconds; `deadline` is a Unix timestamp (wall
+clock), the only absolute time on the wire.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+API_PREFIX = "/v1"
+
+SESSION_ID_PATTERN = r"^[A-Za-z0-9._:@/+-]{1,200}$"
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AgentContext(_Body):
+    harness: str = Field(default="unknown", max_length=100)
+    workflow_id: str = Field(default="", max_length=200)
+    model: str = Field(default="", max_length=200)
+    labels: dict[str, str] = Field(default_factory=dict, max_length=50)
+    expected_next_tools: list[str] = Field(default_factory=list, max_length=50)
+    client_session_id: str = Field(default="", max_length=200)
+    shared_prefix_tokens: int = Field(default=0, ge=0, le=10_000_000)
+    """Tokens at the head of every prompt shared with other sessions (system prompt, tool catalog)."""
+
+
+class RegisterRequest(_Body):
+    context: AgentContext = Field(default_factory=AgentContext)
+    session_id: str | None = Field(default=None, pattern=SESSION_ID_PATTERN)
+    """Reuse the harness's own id (e.g. Claude Code's) so hooks and the proxy name the same session; omitted: the
+    coordinator assigns one."""
+    expected_input_tokens: int | None = Field(default=None, ge=0, le=100_000_000)
+
+
+class RegisterResponse(_Body):
+    session_id: str
+    session_token: str
+    """Bearer token for every call about this session; only it can act on the session."""
+    lease_ttl_s: float
+
+
+class AcquireRequest(_Body):
+    expected_input_tokens: int | None = Field(default=None, ge=0, le=100_000_000)
+    wait_s: float = Field(default=30.0, ge=0, le=600)
+    """Longest the call may block waiting for admission; then it answers `waiting` and the client asks again."""
+
+
+class AcquireResponse(_Body):
+    status: Literal["admitted", "waiting"]
+    node: str | None = None
+    node_url: str | None = None
+    """The node's root URL (Anthropic clients use it as base URL)."""
+    base_url: str | None = None
+    """`node_url` + `/v1` (the OpenAI base URL)."""
+    lease_id: str | None = None
+    expires_at: float | None = None
+    """Unix time by which the session must send another event, or lose its place."""
+
+
+class LlmEndRequest(_Body):
+    lease_id: str | None = Field(default=None, max_length=100)
+    node: str = Field(min_length=1, max_length=200)
+    prompt_tokens: int | None = Field(default=None, ge=0, le=100_000_000)
+    cached_tokens: int | None = Field(default=None, ge=0, le=100_000_000)
+    completion_tokens: int | None = Field(default=None, ge=0, le=100_000_000)
+    ttft_s: float | None = Field(default=None, ge=0, le=86_400)
+    duration_s: float | None = Field(default=None, ge=0, le=86_400)
+    error: str | None = Field(default=None, max_length=2_000)
+
+
+class ToolHints(_Body):
+    timeout_s: float | None = Field(default=None, ge=0, le=86_400)
+    sleep_s: float | None = Field(default=None, ge=0, le=86_400)
+    background: bool = False
+    deadline: float | None = Field(default=None, ge=0)
+    """Unix time by which the tool ends."""
+
+
+class ToolStartRequest(_Body):
+    call_id: str = Field(min_length=1, max_length=200)
+    tool: str = Field(min_length=1, max_length=200)
+    hints: ToolHints = Field(default_factory=ToolHints)
+
+
+class ToolEndRequest(_Body):
+    call_id: str = Field(min_length=1, max_length=200)
+    duration_s: float | None = Field(default=None, ge=0, le=86_400)
+    status: Literal["ok", "error", "timeout"] = "ok"
+
+
+class BatchedEvent(_Body):
+    """One event of a `/v1/events` batch: what a short-lived hook process reports."""
+
+    kind: Literal["register", "tool_start", "tool_end", "llm_end", "close", "heartbeat"]
+    session_id: str = Field(pattern=SESSION_ID_PATTERN)
+    session_token: str | None = Field(default=None, max_length=200)
+    """Required for every kind but `register` (which needs the API token)."""
+    registration: RegisterRequest | None = None
+    """The body of a `register` event (its session id is the event's)."""
+    tool_start: ToolStartRequest | None = None
+    tool_end: ToolEndRequest | None = None
+    llm_end: LlmEndRequest | None = None
+
+
+class EventsRequest(_Body):
+    events: list[BatchedEvent] = Field(min_length=1, max_length=1_000)
+
+
+class EventResult(_Body):
+    ok: bool
+    status: int
+    error: str | None = None
+    session_token: str | None = None
+    """Set for a successful `register`."""
+
+
+class EventsResponse(_Body):
+    results: list[EventResult]
+
+
+class ErrorBody(_Body):
+    error: str
+    field: str | None = None
+
+
+class NodeInfo(_Body):
+    name: str
+    url: str
+    healthy: bool
+    capacity_tokens: int
+    used_tokens: int
+    prefix_hit_rate: float
+    sessions: int
+
+
+class SessionInfo(_Body):
+    session_id: str
+    phase: str
+    node: str | None
+    harness: str
+    context_tokens: int
+    running_tools: list[str]
+    lease_expires_in_s: float

@@ -1,0 +1,76 @@
+"""Decoding both KV-event encodings (reference §3.4) and keeping per-session residency (§3.5, §3.7)."""
+
+import msgpack
+import pytest
+
+from tao_coordinator.fleet.kv_index import NodeKvIndex
+from tao_coordinator.fleet.kv_wire import Cleared, KvWireError, Removed, Stored, decode_batch, split_message
+
+H1, H2 = 7322446309363477352, 17027874615116373601
+
+
+def array_batch():
+    return msgpack.packb(
+        [
+            1764444000.123,
+            [
+                ["BlockStored", [H1, H2], None, list(range(1000, 1032)), 16, None, "GPU"],
+                ["BlockRemoved", [H2], "GPU"],
+                ["AllBlocksCleared"],
+            ],
+            0,
+        ]
+    )
+
+
+def map_batch(session="s1"):
+    stored = {
+        "type": "BlockStored",
+        "block_hashes": [H1, H2],
+        "parent_block_hash": None,
+        "token_ids": list(range(1000, 1032)),
+        "block_size": 16,
+        "lora_id": None,
+        "medium": "GPU",
+        "lora_name": None,
+        "session_id": session,
+    }
+    return msgpack.packb([1764444000.5, [stored, {"type": "BlockRemoved", "block_hashes": [H2], "medium": "GPU"}]])
+
+
+def test_both_encodings_decode_to_the_same_events():
+    assert decode_batch(array_batch()) == [Stored((H1, H2), 16, None), Removed((H2,)), Cleared()]
+    assert decode_batch(map_batch()) == [Stored((H1, H2), 16, "s1"), Removed((H2,))]
+
+
+def test_byte_hashes_become_ints_and_unknown_events_are_skipped():
+    raw = msgpack.packb([0.0, [{"type": "BlockRemoved", "block_hashes": [b"\x00" * 31 + b"\x05"]}, {"type": "New"}]])
+    assert decode_batch(raw) == [Removed((5,))]
+
+
+@pytest.mark.parametrize("payload", [b"\xc1", msgpack.packb({"a": 1}), msgpack.packb([0.0, [42]])])
+def test_malformed_batches_are_named(payload):
+    with pytest.raises(KvWireError):
+        decode_batch(payload)
+
+
+def test_message_framing():
+    assert split_message([b"kv@n1", (5).to_bytes(8, "big"), b"x"]) == (b"kv@n1", 5, b"x")
+    with pytest.raises(KvWireError):
+        split_message([b"x", b"short", b"y"])
+
+
+def test_index_counts_a_sessions_resident_blocks_with_refcounts():
+    index = NodeKvIndex()
+    index.apply(Stored((1, 2, 3), 16, "a"))
+    index.apply(Stored((3, 4), 16, "b"))  # 3 is stored twice (computed concurrently): refcount 2, owner a
+    assert (index.tokens_of("a"), index.tokens_of("b")) == (48, 16)
+    assert index.take_changed() == {"a": 48, "b": 16}
+    index.apply(Removed((3,)))
+    assert index.tokens_of("a") == 48  # one physical copy of 3 is left
+    index.apply(Removed((3, 1)))
+    assert index.tokens_of("a") == 16
+    assert index.take_changed() == {"a": 16}
+    index.apply(Removed((99,)))  # unknown hash: ignored
+    index.apply(Cleared())
+    assert index.take_changed() == {"a": 0, "b": 0}
