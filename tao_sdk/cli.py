@@ -18,9 +18,17 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
         "tao_coordinator.web.cli",
         "run the coordinator beside a vLLM fleet",
     ),
+    ("bench", "coordinator"): (
+        "tao_coordinator.bench.coordinator",
+        "acquire round trip and event ingestion of a live coordinator on loopback",
+    ),
     ("bench", "planner"): (
         "tao_coordinator.bench.planner",
         "time the planner on realistic snapshots and measure its gap to the exact MILP",
+    ),
+    ("bench", "compare"): (
+        "tao_coordinator.bench.compare",
+        "TAO, its ablations and every baseline side by side on the dev traces (the published table)",
     ),
     ("fake-vllm",): (
         "tao_coordinator.fakevllm.cli",

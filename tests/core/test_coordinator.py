@@ -1,6 +1,7 @@
 """The coordinator end to end on the pure core: admission, interruption, routing, failures, leases, bad input."""
 
 import math
+from collections import Counter
 
 import pytest
 
@@ -53,6 +54,8 @@ def phases(coordinator):
 
 
 def assert_capacity_respected(coordinator):
+    holders = Counter(s.node for s in coordinator.state.sessions.values() if s.node is not None)
+    assert coordinator.state.holders == holders
     used = coordinator.state.used_cells(coordinator.settings)
     for node_id, node in coordinator.state.nodes.items():
         assert used.get(node_id, 0) <= capacity_cells(node, coordinator.settings)
@@ -88,7 +91,9 @@ def test_fresh_cache_credit_keeps_a_long_tool_resident_until_it_decays():
     finish_call(c, "s0", 2.0)
     c.on_event(ToolStart("s0", "t1", "bash", ToolHints(sleep_s=300)), 2.0)
     assert c.state.session("s0").node == "a"  # 30k tokens of fresh credit outrank a ready newcomer
-    # credit of 30,500 tokens falls below one unit (1,024) after 10·log2(29.8) ≈ 49 s
+    # credit of 30,500 tokens falls below one unit (1,024) after 10·log2(29.8) ≈ 49 s: time alone changes the
+    # decision then, so the coordinator asks to be woken just after
+    assert c.next_wakeup() == pytest.approx(2.0 + 10 * math.log2(30_500 / 1024), abs=1e-3)
     assert c.on_event(Tick(), 40.0) == []
     actions = c.on_event(Tick(), 52.0)
     assert actions[:3] == [Interrupt("s0", "a"), Admit("s2", "a"), Route("s2", "a")]

@@ -1,7 +1,8 @@
 """The live fleet: sessions and nodes by id, the waiting pool and the wake-up times kept in step with them.
 
 Invariants: `pool` is exactly the set of live sessions that are candidates without a place (WAITING, READY or
-IN_TOOL with no node); closed sessions are not kept. Every live session's wake-up times (as given by `wake_times`)
+IN_TOOL with no node); `holders[n]` is the number of live sessions holding a place on node n; closed sessions are
+not kept. Every live session's wake-up times (as given by `wake_times`)
 are in the heap, tagged with the version and lease they were computed for; entries whose tag no longer matches are
 stale and skipped. Only `put`, `forget` and `put_node`/`drop_node` change the state, so neither can drift.
 """
@@ -9,6 +10,7 @@ stale and skipped. Only `put`, `forget` and `put_node`/`drop_node` change the st
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 from collections.abc import Callable, Iterable
 
 from .errors import UnknownNode, UnknownSession
@@ -27,6 +29,8 @@ class FleetState:
         self.sessions: dict[SessionId, Session] = {}
         self.nodes: dict[NodeId, Node] = {}
         self.pool: set[SessionId] = set()
+        self.holders: Counter[NodeId] = Counter()
+        """Sessions holding a place, per node."""
         self._wake_times = wake_times
         self._wakeups: list[tuple[float, SessionId, int, float]] = []
 
@@ -46,6 +50,8 @@ class FleetState:
         if session.phase is Phase.CLOSED:
             self.forget(session.id)
             return
+        self._count_holder(self.sessions.get(session.id), -1)
+        self._count_holder(session, +1)
         self.sessions[session.id] = session
         if in_pool(session):
             self.pool.add(session.id)
@@ -76,8 +82,14 @@ class FleetState:
             heapq.heappop(self._wakeups)
         return self._wakeups[0][0] if self._wakeups else None
 
+    def _count_holder(self, session: Session | None, delta: int) -> None:
+        if session is not None and session.node is not None:
+            self.holders[session.node] += delta
+            if not self.holders[session.node]:
+                del self.holders[session.node]
+
     def forget(self, session_id: SessionId) -> None:
-        self.sessions.pop(session_id, None)
+        self._count_holder(self.sessions.pop(session_id, None), -1)
         self.pool.discard(session_id)
 
     def put_node(self, node: Node) -> None:

@@ -1,0 +1,171 @@
+"""`tao bench compare`: TAO, its ablations and every baseline, side by side on the dev traces — the published table.
+
+A cell is (workload, policy, concurrency, seed); each runs `FleetSimulation` as `tao sim` would and is written to
+`OUT/runs/<cell>.json` as soon as it finishes, so an interrupted benchmark resumes where it stopped (`--fresh` starts
+over). Cells run in `--jobs` worker processes. When all cells are done, `OUT/results.json` holds every run and
+`OUT/results.md` the tables (see `compare_report.py`); `--plots` draws `tao sim --plots` charts per workload.
+
+Workloads and fleets (docs/benchmarks.md says why):
+
+| name  | trace                                  | fleet             | KV tokens |
+|-------|----------------------------------------|-------------------|-----------|
+| agentx| agentx_cc/dev.jsonl.gz (348 sessions)  | 8 × h100-tp4      | 7.16 M    |
+| swe   | mini_swe_agent/steps_dev.jsonl.gz (246)| 4 × h100-tp2      | 1.29 M    |
+
+Seeds: seed 0 replays the sessions in file order; seed k > 0 replays them in an order shuffled by `Random(k)` (which
+sessions run together changes) and seeds the policies' random choices. `--quick` runs TAO and the baselines at
+concurrency 64 on the swe workload and the first 100 AgentX sessions, seed 0 (a few minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ..core.policies import ABLATIONS, BASELINES, make_policy
+from ..sim.driver import FleetSimulation
+from ..sim.metrics import RunMetrics
+from ..sim.node import profile_by_name
+from ..sim.report import RunResult
+from ..sim.workloads import Workload, load_agentx, load_mini_swe, traces_dir
+from .compare_report import render_report
+
+
+@dataclass(frozen=True)
+class Bench:
+    name: str
+    trace: str
+    nodes: int
+    profile: str
+    limit: int | None = None
+
+
+BENCHES = {
+    "agentx": Bench("agentx", "agentx_cc/dev.jsonl.gz", 8, "h100-tp4"),
+    "swe": Bench("swe", "mini_swe_agent/steps_dev.jsonl.gz", 4, "h100-tp2"),
+}
+QUICK_LIMITS = {"agentx": 100, "swe": None}
+
+
+@dataclass(frozen=True)
+class Cell:
+    bench: Bench
+    policy: str
+    concurrency: int
+    seed: int
+
+    @property
+    def key(self) -> str:
+        safe = self.policy.replace("[", "(").replace("]", ")").replace(";", ",")
+        return f"{self.bench.name}__{safe}__c{self.concurrency}__s{self.seed}"
+
+
+_WORKLOADS: dict[tuple[str, int | None, int], Workload] = {}
+
+
+def load_bench(bench: Bench, seed: int) -> Workload:
+    """The bench's workload (cached per process), in file order for seed 0, shuffled by `Random(seed)` otherwise."""
+    cache_key = (bench.trace, bench.limit, seed)
+    if cache_key not in _WORKLOADS:
+        path = traces_dir() / bench.trace
+        max_context = profile_by_name(bench.profile).model_len_limit
+        loader = load_agentx if bench.name == "agentx" else load_mini_swe
+        workload = loader(path, max_context=max_context, limit=bench.limit)
+        if seed:
+            scripts = list(workload.scripts)
+            random.Random(seed).shuffle(scripts)
+            workload = replace(workload, scripts=tuple(scripts))
+        _WORKLOADS[cache_key] = workload
+    return _WORKLOADS[cache_key]
+
+
+def run_cell(cell: Cell) -> dict[str, Any]:
+    workload = load_bench(cell.bench, cell.seed)
+    profile = profile_by_name(cell.bench.profile)
+    simulation = FleetSimulation(workload, cell.policy, cell.concurrency, profile, cell.bench.nodes, seed=cell.seed)
+    started = time.perf_counter()
+    metrics = simulation.run()
+    return {
+        "workload": cell.bench.name,
+        "policy": cell.policy,
+        "concurrency": cell.concurrency,
+        "seed": cell.seed,
+        "wall_s": round(time.perf_counter() - started, 2),
+        "metrics": asdict(metrics),
+    }
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, default=Path("bench-out"), help="results directory (bench-out)")
+    parser.add_argument("--workloads", default="agentx,swe", help=f"comma-separated, of {', '.join(BENCHES)}")
+    parser.add_argument("--policies", help="comma-separated (default: tao, its ablations and every baseline)")
+    parser.add_argument("--concurrency", default="16,32,64,128", help="comma-separated (16,32,64,128)")
+    parser.add_argument("--seeds", default="0", help="comma-separated seeds (0 = file order)")
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes (2)")
+    parser.add_argument("--quick", action="store_true", help="TAO and the baselines at 64, swe + 100 AgentX sessions")
+    parser.add_argument("--fresh", action="store_true", help="ignore runs already in OUT/runs")
+    parser.add_argument("--plots", action="store_true", help="write PNG charts under OUT/img/<workload>/")
+
+
+def plan_cells(args: argparse.Namespace) -> list[Cell]:
+    if args.quick:
+        benches = [replace(BENCHES[name], limit=QUICK_LIMITS[name]) for name in BENCHES]
+        policies, concurrencies, seeds = ["tao", *BASELINES], [64], [0]
+    else:
+        benches = [BENCHES[name.strip()] for name in args.workloads.split(",")]
+        policies = args.policies.split(",") if args.policies else ["tao", *ABLATIONS, *BASELINES]
+        concurrencies = [int(c) for c in args.concurrency.split(",")]
+        seeds = [int(s) for s in args.seeds.split(",")]
+    for policy in policies:
+        make_policy(policy)
+    # the slowest first (large traces, TAO's planner), so two workers finish together
+    cells = [Cell(b, p, c, s) for b in benches for s in seeds for c in concurrencies for p in policies]
+    return sorted(cells, key=lambda cell: (cell.bench.name != "agentx", not cell.policy.startswith("tao")))
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        cells = plan_cells(args)
+    except (KeyError, ValueError) as error:
+        print(f"tao bench compare: {error}", file=sys.stderr)
+        return 2
+    runs_dir = args.out / "runs"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    todo = [cell for cell in cells if args.fresh or not (runs_dir / f"{cell.key}.json").exists()]
+    print(f"{len(cells)} cells, {len(cells) - len(todo)} already done, {args.jobs} workers", file=sys.stderr)
+    started = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futures = {pool.submit(run_cell, cell): cell for cell in todo}
+        for done, future in enumerate(as_completed(futures), 1):
+            cell, record = futures[future], future.result()
+            (runs_dir / f"{cell.key}.json").write_text(json.dumps(record) + "\n")
+            elapsed = time.perf_counter() - started
+            print(f"[{done}/{len(todo)} {elapsed:6.0f} s] {cell.key}: {record['wall_s']} s", file=sys.stderr)
+    records = [json.loads((runs_dir / f"{cell.key}.json").read_text()) for cell in cells]
+    (args.out / "results.json").write_text(json.dumps({"runs": records}, indent=1) + "\n")
+    report = render_report(records, {b: (bench.nodes, bench.profile) for b, bench in BENCHES.items()})
+    (args.out / "results.md").write_text(report)
+    print(report)
+    if args.plots:
+        _plots(records, args.out / "img")
+    return 0
+
+
+def _plots(records: list[dict[str, Any]], directory: Path) -> None:
+    from ..sim.plots import write_plots
+
+    for workload in sorted({r["workload"] for r in records}):
+        results = [
+            RunResult(r["policy"], r["concurrency"], r["seed"], RunMetrics(**r["metrics"]))
+            for r in records
+            if r["workload"] == workload and r["seed"] == 0
+        ]
+        for path in write_plots(results, directory / workload):
+            print(f"wrote {path}")

@@ -1,0 +1,151 @@
+"""Markdown tables of `tao bench compare`: every policy per concurrency, TAO against the best baseline per metric,
+and TAO's ablations against TAO. Figures of several seeds are averaged (the seed count is shown when above one).
+
+Relative change is `(TAO − best) / best`; for latency, TTFT and tool-end→first-token lower is better, for
+throughput and hit rate higher is better, and "best" is the best baseline on that metric alone at that concurrency
+(so the best latency and the best throughput may come from different baselines).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from typing import Any
+
+from ..core.policies import ABLATIONS, BASELINES
+
+Record = dict[str, Any]
+
+METRICS = (
+    ("latency", "latency_mean_s", "lower", "{:,.0f} s"),
+    ("TTFT", "ttft_mean_s", "lower", "{:.2f} s"),
+    ("throughput", "decode_throughput_tok_s", "higher", "{:,.0f} tok/s"),
+    ("tool→1st token", "tool_end_to_first_token_mean_s", "lower", "{:.2f} s"),
+    ("hit rate", "prefix_hit_rate", "higher", "{:.1%}"),
+)
+COLUMNS = (
+    ("lat mean", "latency_mean_s", "{:,.0f}"),
+    ("lat p99", "latency_p99_s", "{:,.0f}"),
+    ("TTFT mean", "ttft_mean_s", "{:.2f}"),
+    ("TTFT p99", "ttft_p99_s", "{:.1f}"),
+    ("tok/s", "decode_throughput_tok_s", "{:,.0f}"),
+    ("tool→1st", "tool_end_to_first_token_mean_s", "{:.2f}"),
+    ("hit", "prefix_hit_rate", "{:.1%}"),
+    ("preempt", "preemptions", "{:,.0f}"),
+    ("makespan", "makespan_s", "{:,.0f}"),
+)
+
+
+def averaged(records: list[Record]) -> dict[tuple[str, str, int], tuple[dict[str, float], int]]:
+    """(workload, policy, concurrency) → (mean of each metric over seeds, number of seeds)."""
+    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        groups[(record["workload"], record["policy"], record["concurrency"])].append(record["metrics"])
+    result = {}
+    for key, runs in groups.items():
+        means = {}
+        for name in runs[0]:
+            values = [run[name] for run in runs if isinstance(run[name], int | float) and run[name] is not None]
+            means[name] = statistics.fmean(values) if values else math.nan
+        result[key] = (means, len(runs))
+    return result
+
+
+def change(tao: float, best: float) -> float:
+    return (tao - best) / best if best else math.nan
+
+
+def better(direction: str, a: float, b: float) -> bool:
+    return a < b if direction == "lower" else a > b
+
+
+def render_report(records: list[Record], fleets: dict[str, tuple[int, str]]) -> str:
+    table = averaged(records)
+    lines: list[str] = []
+    for workload in sorted({key[0] for key in table}):
+        nodes, profile = fleets.get(workload, (0, "?"))
+        lines += [f"## {workload} — {nodes} × {profile}", ""]
+        lines += _policy_table(table, workload, ["tao", *BASELINES])
+        lines += _versus_best(table, workload)
+        lines += _ablations(table, workload)
+    return "\n".join(lines)
+
+
+def _concurrencies(table: dict[tuple[str, str, int], Any], workload: str) -> list[int]:
+    return sorted({key[2] for key in table if key[0] == workload})
+
+
+def _policy_table(table: dict[tuple[str, str, int], Any], workload: str, policies: list[str]) -> list[str]:
+    header = "| conc | policy | " + " | ".join(title for title, _, _ in COLUMNS) + " |"
+    lines = [header, "|" + "---|" * (len(COLUMNS) + 2)]
+    for concurrency in _concurrencies(table, workload):
+        for policy in policies:
+            entry = table.get((workload, policy, concurrency))
+            if entry is None:
+                continue
+            means, seeds = entry
+            cells = [_fmt(fmt, means.get(field, math.nan)) for _, field, fmt in COLUMNS]
+            label = f"**{policy}**" if policy == "tao" else policy
+            label += f" ({seeds} seeds)" if seeds > 1 else ""
+            lines.append(f"| {concurrency} | {label} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
+def _versus_best(table: dict[tuple[str, str, int], Any], workload: str) -> list[str]:
+    lines = [
+        "TAO against the best baseline on each metric (Δ = (TAO − best) / best; ✓ = TAO at least as good):",
+        "",
+        "| conc | " + " | ".join(title for title, *_ in METRICS) + " |",
+        "|" + "---|" * (len(METRICS) + 1),
+    ]
+    for concurrency in _concurrencies(table, workload):
+        tao = table.get((workload, "tao", concurrency))
+        if tao is None:
+            continue
+        cells = []
+        for _, field, direction, fmt in METRICS:
+            candidates = [
+                (p, table[(workload, p, concurrency)][0][field])
+                for p in BASELINES
+                if (workload, p, concurrency) in table
+            ]
+            if not candidates:
+                cells.append("–")
+                continue
+            name, best = min(candidates, key=lambda c: c[1] if direction == "lower" else -c[1])
+            ours = tao[0][field]
+            mark = "✓" if not better(direction, best, ours) else "✗"
+            cells.append(f"{_fmt(fmt, ours)} vs {_fmt(fmt, best)} {name}: {change(ours, best):+.1%} {mark}")
+        lines.append(f"| {concurrency} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
+def _ablations(table: dict[tuple[str, str, int], Any], workload: str) -> list[str]:
+    present = [p for p in ABLATIONS if any(key[0] == workload and key[1] == p for key in table)]
+    if not present:
+        return []
+    lines = [
+        "Ablations against TAO (Δ = (variant − tao) / tao):",
+        "",
+        "| conc | variant | " + " | ".join(title for title, *_ in METRICS) + " |",
+        "|" + "---|" * (len(METRICS) + 2),
+    ]
+    for concurrency in _concurrencies(table, workload):
+        tao = table.get((workload, "tao", concurrency))
+        for policy in present:
+            entry = table.get((workload, policy, concurrency))
+            if tao is None or entry is None:
+                continue
+            cells = [
+                f"{_fmt(fmt, entry[0][field])} ({change(entry[0][field], tao[0][field]):+.1%})"
+                for _, field, _, fmt in METRICS
+            ]
+            lines.append(f"| {concurrency} | {policy} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
+def _fmt(fmt: str, value: float | None) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return fmt.format(value)

@@ -1,0 +1,192 @@
+"""`tao bench coordinator`: what the live coordinator costs a client, on loopback.
+
+A real coordinator runs in its own process (`tao coordinator`, no auth, loopback) beside two fake vLLM nodes large
+enough to admit every session. The benchmark registers `--sessions` sessions and admits them all, then measures:
+
+- acquire round trip for an already-admitted session (the call every model request makes): one acquire at a time,
+  each followed by an untimed `llm_end` so the next acquire finds the session admitted again;
+- events ingested per second: `tool_start`/`tool_end` pairs through `POST /v1/events` batches from several
+  concurrent clients (how hook processes report), and through the per-event endpoints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from ..fakevllm import FakeNodeConfig, ThreadedFleet
+from .planner import percentile
+
+
+@dataclass
+class CoordinatorFigures:
+    sessions: int
+    acquire_samples: int
+    acquire_p50_ms: float
+    acquire_p99_ms: float
+    acquire_mean_ms: float
+    batched_events_per_s: float
+    single_events_per_s: float
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sessions", type=int, default=1000, help="concurrent sessions registered (1000)")
+    parser.add_argument("--samples", type=int, default=2000, help="acquire round trips timed (2000)")
+    parser.add_argument("--events", type=int, default=20_000, help="events sent per ingestion test (20000)")
+    parser.add_argument("--json", type=Path, help="write the figures as JSON to this file")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class _Client:
+    def __init__(self, http: aiohttp.ClientSession, url: str) -> None:
+        self.http, self.url = http, url
+
+    async def post(self, path: str, body: Any = None) -> Any:
+        async with self.http.post(self.url + path, json=body) as response:
+            if response.status >= 300:
+                raise RuntimeError(f"{path}: {response.status} {await response.text()}")
+            return await response.json() if response.status != 204 else None
+
+    async def wait_ready(self, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                async with self.http.get(self.url + "/healthz") as response:
+                    if response.status == 200 and (await response.json())["healthy_nodes"] > 0:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.1)
+        raise RuntimeError("the coordinator did not become ready")
+
+
+async def _measure(url: str, args: argparse.Namespace) -> CoordinatorFigures:
+    connector = aiohttp.TCPConnector(limit=64)
+    async with aiohttp.ClientSession(connector=connector) as http:
+        client = _Client(http, url)
+        await client.wait_ready()
+        sessions = [f"bench-{k}" for k in range(args.sessions)]
+        await _gather(client.post("/v1/sessions", {"session_id": s, "expected_input_tokens": 2000}) for s in sessions)
+        grants = await _gather(client.post(f"/v1/sessions/{s}/acquire", {}) for s in sessions)
+        await _gather(_end_call(client, s, g["node"]) for s, g in zip(sessions, grants, strict=True))
+        timings = []
+        for k in range(args.samples):
+            session = sessions[k % len(sessions)]
+            started = time.perf_counter()
+            grant = await client.post(f"/v1/sessions/{session}/acquire", {})
+            timings.append((time.perf_counter() - started) * 1e3)
+            await _end_call(client, session, grant["node"])
+        batched = await _ingest_batched(client, sessions, args.events)
+        single = await _ingest_single(client, sessions, args.events // 4)
+    return CoordinatorFigures(
+        sessions=args.sessions,
+        acquire_samples=len(timings),
+        acquire_p50_ms=percentile(sorted(timings), 0.5),
+        acquire_p99_ms=percentile(sorted(timings), 0.99),
+        acquire_mean_ms=statistics.fmean(timings),
+        batched_events_per_s=batched,
+        single_events_per_s=single,
+    )
+
+
+async def _gather(calls: Any) -> list[Any]:
+    return list(await asyncio.gather(*calls))
+
+
+async def _end_call(client: _Client, session: str, node: str) -> None:
+    await client.post(f"/v1/sessions/{session}/llm_end", {"node": node, "prompt_tokens": 2000, "completion_tokens": 50})
+
+
+async def _ingest_batched(client: _Client, sessions: list[str], events: int, batch: int = 100) -> float:
+    def pair(k: int) -> list[dict[str, Any]]:
+        session, call = sessions[k % len(sessions)], f"b{k}"
+        return [
+            {"kind": "tool_start", "session_id": session, "tool_start": {"call_id": call, "tool": "bash"}},
+            {"kind": "tool_end", "session_id": session, "tool_end": {"call_id": call, "duration_s": 0.5}},
+        ]
+
+    bodies = [
+        {"events": [event for k in range(start, start + batch // 2) for event in pair(k)]}
+        for start in range(0, events // 2, batch // 2)
+    ]
+    started = time.perf_counter()
+    for chunk in range(0, len(bodies), 8):
+        await _gather(client.post("/v1/events", body) for body in bodies[chunk : chunk + 8])
+    return sum(len(b["events"]) for b in bodies) / (time.perf_counter() - started)
+
+
+async def _ingest_single(client: _Client, sessions: list[str], pairs: int) -> float:
+    async def one(k: int) -> None:
+        session, call = sessions[k % len(sessions)], f"s{k}"
+        await client.post(f"/v1/sessions/{session}/tool_start", {"call_id": call, "tool": "bash"})
+        await client.post(f"/v1/sessions/{session}/tool_end", {"call_id": call, "duration_s": 0.5})
+
+    started = time.perf_counter()
+    for chunk in range(0, pairs, len(sessions)):
+        await _gather(one(k) for k in range(chunk, min(pairs, chunk + len(sessions))))
+    return 2 * pairs / (time.perf_counter() - started)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.sessions < 1 or args.samples < 1 or args.events < 200:
+        print("tao bench coordinator: --sessions and --samples must be ≥ 1, --events ≥ 200", file=sys.stderr)
+        return 2
+    port = _free_port()
+    with (
+        ThreadedFleet(2, FakeNodeConfig(time_scale=50), kv_events=False) as fleet,
+        tempfile.TemporaryDirectory() as state,
+    ):
+        capacity = max(10_000_000, args.sessions * 4_000)
+        command = [
+            sys.executable,
+            "-m",
+            "tao_sdk.cli",
+            "coordinator",
+            "--insecure-no-auth",
+            "--port",
+            str(port),
+            "--state-dir",
+            state,
+            "--log-format",
+            "json",
+        ]
+        for k, url in enumerate(fleet.urls):
+            command += ["--node", f"node-{k}={url},{capacity}"]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            figures = asyncio.run(_measure(f"http://127.0.0.1:{port}", args))
+        finally:
+            server.terminate()
+            server.wait(10)
+    print(f"{figures.sessions} sessions registered and admitted; coordinator in its own process, loopback")
+    print(
+        f"acquire round trip (admitted session): p50 {figures.acquire_p50_ms:.3f} ms, "
+        f"p99 {figures.acquire_p99_ms:.3f} ms, mean {figures.acquire_mean_ms:.3f} ms ({figures.acquire_samples})"
+    )
+    print(
+        f"events ingested: {figures.batched_events_per_s:,.0f}/s in /v1/events batches of 100, "
+        f"{figures.single_events_per_s:,.0f}/s one request per event"
+    )
+    if args.json:
+        args.json.write_text(json.dumps(asdict(figures), indent=2) + "\n")
+        print(f"wrote {args.json}")
+    return 0

@@ -1,0 +1,113 @@
+"""A real coordinator on a loopback port beside real fake-vLLM nodes, for the service's end-to-end tests."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from tao_coordinator.config import CoordinatorConfig
+from tao_coordinator.fakevllm import FakeFleet, FakeNodeConfig
+from tao_coordinator.web.app import create_app
+from tao_coordinator.web.keys import SERVICE
+from tao_coordinator.web.service import CoordinatorService
+
+API_TOKEN = "test-api-token-0123456789"
+PROMPT = 30_000
+
+
+@dataclass
+class Running:
+    url: str
+    http: aiohttp.ClientSession
+    app: web.Application
+    fleet: FakeFleet
+
+    @property
+    def service(self) -> CoordinatorService:
+        return self.app[SERVICE]
+
+    async def call(self, method: str, path: str, body: Any = None, token: str | None = None) -> tuple[int, Any]:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with self.http.request(method, self.url + path, json=body, headers=headers) as response:
+            text = await response.text()
+            return response.status, (await response.json() if text else None)
+
+    async def settled(self) -> None:
+        """Until no plan is in flight or pending: state changes only through requests after this."""
+        planner = self.service.coordinator.planner
+        await eventually(lambda: planner.in_flight is None and not planner.dirty)
+
+    async def register(self, expected: int = PROMPT, token: str | None = API_TOKEN, **fields: Any) -> tuple[str, str]:
+        status, body = await self.call("POST", "/v1/sessions", {"expected_input_tokens": expected, **fields}, token)
+        assert status == 201, body
+        return body["session_id"], body["session_token"]
+
+
+@asynccontextmanager
+async def running_coordinator(
+    state_dir: Path,
+    fleet: FakeFleet,
+    *,
+    capacity: int | None = None,
+    kv_events: bool = False,
+    core: dict[str, Any] | None = None,
+    server: dict[str, Any] | None = None,
+) -> AsyncIterator[Running]:
+    nodes = []
+    for k, node in enumerate(fleet.nodes):
+        entry: dict[str, Any] = {"name": f"node-{k}", "url": node.url}
+        if capacity is not None:
+            entry["capacity_tokens"] = capacity
+        if kv_events and node.kv_endpoint:
+            entry["kv_events"] = node.kv_endpoint
+            entry["kv_events_replay"] = node.kv_replay_endpoint
+        nodes.append(entry)
+    config = CoordinatorConfig.model_validate(
+        {
+            "server": {"token": API_TOKEN, "state_dir": str(state_dir), "port": 0, **(server or {})},
+            "fleet": {"scrape_interval_s": 0.1, "scrape_timeout_s": 0.5, "kv_flush_interval_s": 0.05},
+            "nodes": nodes,
+            "core": {"lease_ttl_s": 600, **(core or {})},
+        }
+    )
+    app = create_app(config)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        async with aiohttp.ClientSession() as http:
+            running = Running(f"http://127.0.0.1:{port}", http, app, fleet)
+            await eventually(lambda: len(running.service.coordinator.state.nodes) == len(nodes))
+            yield running
+    finally:
+        await runner.cleanup()
+
+
+async def eventually(check: Callable[[], bool | Awaitable[bool]], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if isinstance(result, Awaitable):
+            result = await result
+        if result:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+async def fleet() -> AsyncIterator[FakeFleet]:
+    async with FakeFleet(2, FakeNodeConfig(time_scale=50)) as running:
+        yield running

@@ -1,0 +1,128 @@
+"""The API's edges: tokens, bad input answered with a 4xx that names the field (and no state change), batches."""
+
+import pytest
+
+from .conftest import API_TOKEN, running_coordinator
+
+
+def state_of(c):
+    core = c.service.coordinator
+    return dict(core.state.sessions), set(core.state.pool), core.planner.stats.started
+
+
+async def test_tokens(tmp_path, fleet):
+    async with running_coordinator(tmp_path, fleet) as c:
+        assert (await c.call("POST", "/v1/sessions", {}))[0] == 401
+        assert (await c.call("POST", "/v1/sessions", {}, token="wrong-token"))[0] == 401
+        mine, my_token = await c.register()
+        _other, other_token = await c.register()
+        assert (await c.call("POST", f"/v1/sessions/{mine}/heartbeat", None, my_token))[0] == 204
+        status, body = await c.call("POST", f"/v1/sessions/{mine}/heartbeat", None, other_token)
+        assert (status, body["field"]) == (403, "Authorization")
+        assert (await c.call("POST", f"/v1/sessions/{mine}/heartbeat", None, API_TOKEN))[0] == 403
+        assert (await c.call("DELETE", f"/v1/sessions/{mine}", None, other_token))[0] == 403
+        assert mine in c.service.coordinator.state.sessions
+        assert (await c.call("GET", "/v1/nodes"))[0] == 401
+        assert (await c.call("GET", "/v1/nodes", token=API_TOKEN))[0] == 200
+        assert (await c.call("GET", "/healthz"))[0] == 200
+
+
+async def test_no_auth_mode_on_loopback(tmp_path, fleet):
+    async with running_coordinator(tmp_path, fleet, server={"insecure_no_auth": True, "token": None}) as c:
+        session, _ = await c.register(token=None)
+        assert (await c.call("POST", f"/v1/sessions/{session}/heartbeat"))[0] == 204
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "field"),
+    [
+        (
+            "/v1/sessions/{s}/tool_start",
+            {"call_id": "c", "tool": "bash", "hints": {"timeout_s": -1}},
+            422,
+            "hints.timeout_s",
+        ),
+        ("/v1/sessions/{s}/tool_start", {"call_id": "", "tool": "bash"}, 422, "call_id"),
+        ("/v1/sessions/{s}/tool_start", {"tool": "bash"}, 422, "call_id"),
+        ("/v1/sessions/{s}/tool_start", {"call_id": "c", "tool": "bash", "extra": 1}, 422, "extra"),
+        ("/v1/sessions/{s}/tool_end", {"call_id": "never"}, 409, None),
+        ("/v1/sessions/{s}/tool_end", {"call_id": "c", "status": "weird"}, 422, "status"),
+        ("/v1/sessions/{s}/llm_end", {"node": "node-0"}, 409, None),
+        (
+            "/v1/sessions/{s}/llm_end",
+            {"node": "node-0", "prompt_tokens": 10, "cached_tokens": 20},
+            422,
+            "cached_tokens",
+        ),
+        ("/v1/sessions/{s}/llm_end", {"node": "x", "prompt_tokens": -5}, 422, "prompt_tokens"),
+        ("/v1/sessions/{s}/acquire", {"wait_s": 10_000}, 422, "wait_s"),
+        ("/v1/sessions/{s}/acquire", [1, 2], 422, "body"),
+        ("/v1/sessions/{s}/tool_start", None, 400, "body"),
+    ],
+)
+async def test_bad_requests_name_the_field_and_change_nothing(tmp_path, fleet, path, body, status, field):
+    async with running_coordinator(tmp_path, fleet) as c:
+        session, token = await c.register()
+        await c.settled()
+        before = state_of(c)
+        got, answer = await c.call("POST", path.format(s=session), body, token)
+        assert got == status, answer
+        assert answer["error"]
+        if field is not None:
+            assert answer["field"] == field
+        assert state_of(c) == before
+
+
+async def test_invalid_json_and_oversized_bodies(tmp_path, fleet):
+    async with running_coordinator(tmp_path, fleet, server={"max_body_bytes": 2048}) as c:
+        session, token = await c.register()
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        async with c.http.post(f"{c.url}/v1/sessions/{session}/tool_start", data=b"{not json", headers=headers) as r:
+            assert r.status == 400 and (await r.json())["field"] == "body"
+        big = {"call_id": "c", "tool": "x" * 4000}
+        assert (await c.call("POST", f"/v1/sessions/{session}/tool_start", big, token))[0] == 413
+        assert (await c.call("GET", "/no/such/route"))[0] == 404
+
+
+async def test_a_batch_applies_each_event_on_its_own(tmp_path, fleet):
+    async with running_coordinator(tmp_path, fleet) as c:
+        events = [
+            {"kind": "register", "session_id": "cc-123", "registration": {"context": {"harness": "claude-code"}}},
+            {
+                "kind": "tool_start",
+                "session_id": "cc-123",
+                "session_token": "wrong",
+                "tool_start": {"call_id": "a", "tool": "Bash"},
+            },
+        ]
+        status, answer = await c.call("POST", "/v1/events", {"events": events}, API_TOKEN)
+        assert status == 200
+        registered, refused = answer["results"]
+        assert registered["ok"] and registered["status"] == 201
+        assert (refused["ok"], refused["status"]) == (False, 403)
+        token = registered["session_token"]
+        events = [
+            {
+                "kind": "tool_start",
+                "session_id": "cc-123",
+                "session_token": token,
+                "tool_start": {"call_id": "a", "tool": "Bash", "hints": {"timeout_s": 120}},
+            },
+            {"kind": "tool_end", "session_id": "cc-123", "session_token": token},
+            {
+                "kind": "tool_end",
+                "session_id": "cc-123",
+                "session_token": token,
+                "tool_end": {"call_id": "a", "duration_s": 1.25},
+            },
+            {"kind": "close", "session_id": "nobody", "session_token": token},
+        ]
+        status, answer = await c.call("POST", "/v1/events", {"events": events})
+        assert [(r["ok"], r["status"]) for r in answer["results"]] == [
+            (True, 204),
+            (False, 422),
+            (True, 204),
+            (False, 404),
+        ]
+        assert list(c.service.coordinator.history.samples("Bash")) == [1.25]
+        assert (await c.call("POST", "/v1/events", {"events": []}))[0] == 422

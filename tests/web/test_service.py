@@ -1,0 +1,188 @@
+"""The coordinator service end to end, against real fake-vLLM nodes on loopback."""
+
+import asyncio
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from tao_coordinator.core.model import EvidenceSource, Phase
+from tao_coordinator.fakevllm import FakeFleet, FakeNodeConfig
+
+from .conftest import API_TOKEN, PROMPT, eventually, running_coordinator
+
+
+async def chat(base_url: str, session_id: str, text: str) -> dict:
+    body = {
+        "model": "Qwen/Qwen3-32B",
+        "messages": [{"role": "user", "content": text}],
+        "max_tokens": 8,
+    }
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(f"{base_url}/chat/completions", json=body, headers={"X-Session-ID": session_id}) as response,
+    ):
+        assert response.status == 200, await response.text()
+        return await response.json()
+
+
+async def test_a_session_registers_acquires_calls_and_reports(tmp_path, fleet):
+    async with running_coordinator(tmp_path, fleet) as c:
+        session, token = await c.register(context={"harness": "test", "shared_prefix_tokens": 100})
+        status, grant = await c.call("POST", f"/v1/sessions/{session}/acquire", {}, token)
+        assert status == 200 and grant["status"] == "admitted"
+        assert grant["node_url"] in fleet.urls and grant["base_url"] == grant["node_url"] + "/v1"
+        answer = await chat(grant["base_url"], session, "hello " * 50)
+        usage = answer["usage"]
+        end = {
+            "lease_id": grant["lease_id"],
+            "node": grant["node"],
+            "prompt_tokens": usage["prompt_tokens"],
+            "cached_tokens": 0,
+            "completion_tokens": usage["completion_tokens"],
+            "ttft_s": 0.01,
+        }
+        assert (await c.call("POST", f"/v1/sessions/{session}/llm_end", end, token))[0] == 204
+        start = {"call_id": "t1", "tool": "bash", "hints": {"timeout_s": 120, "sleep_s": 2}}
+        assert (await c.call("POST", f"/v1/sessions/{session}/tool_start", start, token))[0] == 204
+        core_session = c.service.coordinator.state.session(session)
+        assert core_session.phase is Phase.IN_TOOL and core_session.tools[0].hints.timeout_s == 120
+        assert core_session.evidence[0].source is EvidenceSource.USAGE
+        _, listed = await c.call("GET", "/v1/sessions", token=API_TOKEN)
+        assert [(s["session_id"], s["phase"], s["running_tools"]) for s in listed["sessions"]] == [
+            (session, "in_tool", ["bash"])
+        ]
+        assert (await c.call("POST", f"/v1/sessions/{session}/tool_end", {"call_id": "t1", "duration_s": 2.5}, token))[
+            0
+        ] == 204
+        assert list(c.service.coordinator.history.samples("bash")) == [2.5]
+        assert (await c.call("DELETE", f"/v1/sessions/{session}", token=token))[0] == 204
+        assert (await c.call("POST", f"/v1/sessions/{session}/acquire", {}, token))[0] == 404
+
+
+async def test_capacity_is_respected_and_a_freed_place_wakes_a_waiting_acquire(tmp_path, fleet):
+    # 60,000 tokens per node at 0.9: one 30k session per node
+    async with running_coordinator(tmp_path, fleet, capacity=60_000) as c:
+        sessions = [await c.register() for _ in range(3)]
+        grants = [await c.call("POST", f"/v1/sessions/{s}/acquire", {"wait_s": 0.2}, t) for s, t in sessions]
+        assert [status for status, _ in grants] == [200, 200, 202]
+        assert {grants[0][1]["node"], grants[1][1]["node"]} == {"node-0", "node-1"}
+        waiting, waiting_token = sessions[2]
+        pending = asyncio.create_task(c.call("POST", f"/v1/sessions/{waiting}/acquire", {"wait_s": 5}, waiting_token))
+        await asyncio.sleep(0.1)
+        assert not pending.done()
+        first, first_token = sessions[0]
+        end = {"node": grants[0][1]["node"], "prompt_tokens": PROMPT, "completion_tokens": 10}
+        await c.call("POST", f"/v1/sessions/{first}/llm_end", end, first_token)
+        await c.call("DELETE", f"/v1/sessions/{first}", token=first_token)
+        status, grant = await asyncio.wait_for(pending, 2)
+        assert status == 200 and grant["node"] == grants[0][1]["node"]
+
+
+async def test_a_tool_start_keeps_or_frees_capacity_as_the_planner_decides(tmp_path, fleet):
+    # credit halves every 50 ms: a long tool loses its place to a waiting session within about a second
+    core = {"credit_half_life_s": 0.05}
+    async with running_coordinator(tmp_path, fleet, capacity=60_000, core=core) as c:
+        (a, ta), (b, tb), (w, tw) = [await c.register() for _ in range(3)]
+        grant_a = (await c.call("POST", f"/v1/sessions/{a}/acquire", {}, ta))[1]
+        grant_b = (await c.call("POST", f"/v1/sessions/{b}/acquire", {}, tb))[1]
+        for session, token, grant in ((a, ta, grant_a), (b, tb, grant_b)):
+            end = {"node": grant["node"], "prompt_tokens": PROMPT, "completion_tokens": 10}
+            await c.call("POST", f"/v1/sessions/{session}/llm_end", end, token)
+        short = {"call_id": "t", "tool": "grep", "hints": {"timeout_s": 0.5}}
+        long = {"call_id": "t", "tool": "pytest", "hints": {"sleep_s": 300}}
+        await c.call("POST", f"/v1/sessions/{a}/tool_start", short, ta)
+        await c.call("POST", f"/v1/sessions/{b}/tool_start", long, tb)
+        status, grant = await c.call("POST", f"/v1/sessions/{w}/acquire", {"wait_s": 5}, tw)
+        assert status == 200 and grant["node"] == grant_b["node"]
+        state = c.service.coordinator.state
+        assert (state.session(b).phase, state.session(b).node) == (Phase.IN_TOOL, None)
+        assert state.session(a).node == grant_a["node"]
+
+
+async def test_a_node_killed_mid_run_is_marked_unhealthy_and_its_sessions_go_elsewhere(tmp_path, fleet):
+    async with running_coordinator(tmp_path, fleet) as c:
+        session, token = await c.register()
+        grant = (await c.call("POST", f"/v1/sessions/{session}/acquire", {}, token))[1]
+        end = {"node": grant["node"], "prompt_tokens": PROMPT, "completion_tokens": 10}
+        await c.call("POST", f"/v1/sessions/{session}/llm_end", end, token)
+        dead = int(grant["node"][-1])
+        await fleet.nodes[dead].stop()
+        await eventually(lambda: not c.service.coordinator.state.nodes[grant["node"]].healthy)
+        _, nodes = await c.call("GET", "/v1/nodes", token=API_TOKEN)
+        assert {n["name"]: n["healthy"] for n in nodes["nodes"]}[grant["node"]] is False
+        status, again = await c.call("POST", f"/v1/sessions/{session}/acquire", {"wait_s": 5}, token)
+        assert status == 200 and again["node"] != grant["node"]
+        newcomer, newcomer_token = await c.register()
+        status, placed = await c.call("POST", f"/v1/sessions/{newcomer}/acquire", {}, newcomer_token)
+        assert placed["node"] != grant["node"]
+
+
+async def test_a_vanished_client_loses_its_lease(tmp_path, fleet):
+    async with running_coordinator(tmp_path, fleet, core={"lease_ttl_s": 0.3}) as c:
+        session, token = await c.register()
+        await c.call("POST", f"/v1/sessions/{session}/acquire", {}, token)
+        await eventually(lambda: session not in c.service.coordinator.state.sessions, timeout=3)
+        assert (await c.call("POST", f"/v1/sessions/{session}/heartbeat", None, token))[0] == 404
+
+
+async def test_heartbeats_keep_a_session_alive(tmp_path, fleet):
+    async with running_coordinator(tmp_path, fleet, core={"lease_ttl_s": 0.4}) as c:
+        session, token = await c.register()
+        for _ in range(6):
+            await asyncio.sleep(0.15)
+            assert (await c.call("POST", f"/v1/sessions/{session}/heartbeat", None, token))[0] == 204
+        assert session in c.service.coordinator.state.sessions
+
+
+async def test_a_restart_keeps_the_learned_tool_history(tmp_path, fleet):
+    async with running_coordinator(tmp_path, fleet) as c:
+        session, token = await c.register()
+        for k, duration in enumerate((1.5, 2.5, 3.5)):
+            await c.call("POST", f"/v1/sessions/{session}/tool_start", {"call_id": f"c{k}", "tool": "make"}, token)
+            await c.call(
+                "POST", f"/v1/sessions/{session}/tool_end", {"call_id": f"c{k}", "duration_s": duration}, token
+            )
+    async with running_coordinator(tmp_path, fleet) as c:
+        assert list(c.service.coordinator.history.samples("make")) == [1.5, 2.5, 3.5]
+        session, token = await c.register()
+        await c.call("POST", f"/v1/sessions/{session}/tool_start", {"call_id": "x", "tool": "make"}, token)
+        assert c.service.coordinator.state.session(session).tools[0].source == "tool"
+
+
+async def test_kv_events_give_exact_per_session_credit(tmp_path):
+    async with (
+        FakeFleet(1, FakeNodeConfig(time_scale=50)) as fleet,
+        running_coordinator(tmp_path, fleet, kv_events=True) as c,
+    ):
+        session, token = await c.register()
+        grant = (await c.call("POST", f"/v1/sessions/{session}/acquire", {}, token))[1]
+        await chat(grant["base_url"], session, "lorem ipsum " * 400)
+
+        def kv_evidence():
+            evidence = c.service.coordinator.state.session(session).evidence
+            return [e for e in evidence if e.source is EvidenceSource.KV_EVENTS and e.tokens > 0]
+
+        await eventually(lambda: bool(kv_evidence()))
+        assert kv_evidence()[0].node == "node-0" and kv_evidence()[0].tokens % 16 == 0
+
+
+async def test_metrics_are_prometheus_text_and_move(tmp_path, fleet):
+    async with running_coordinator(tmp_path, fleet) as c:
+        session, token = await c.register()
+        await c.call("POST", f"/v1/sessions/{session}/acquire", {}, token)
+        async with c.http.get(c.url + "/metrics") as response:
+            text = await response.text()
+        families = {family.name: family for family in text_string_to_metric_families(text)}
+        sessions = {s.labels["phase"]: s.value for s in families["tao_sessions"].samples}
+        assert sessions["in_llm"] == 1
+        assert next(s.value for s in families["tao_admissions"].samples if s.name == "tao_admissions_total") == 1
+        assert {s.labels["node"] for s in families["tao_node_capacity_tokens"].samples} == {"node-0", "node-1"}
+        assert "tao_plan_seconds" in families and "tao_acquire_wait_seconds" in families
+
+
+async def test_openapi_describes_the_session_routes(tmp_path, fleet):
+    async with running_coordinator(tmp_path, fleet) as c:
+        status, spec = await c.call("GET", "/openapi.json")
+        assert status == 200 and spec["openapi"].startswith("3.")
+        assert "/v1/sessions/{session_id}/acquire" in spec["paths"]
+        assert "AcquireResponse" in spec["components"]["schemas"]
