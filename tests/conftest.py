@@ -1,6 +1,79 @@
 """Shared test settings: hypothesis profiles (CI runs the same number of examples as a developer)."""
 
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("default", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("default")
+
+
+class ThreadedCoordinator:
+    """A real coordinator on a loopback port, on an event loop of its own thread (for synchronous tests)."""
+
+    def __init__(self, state_dir: Path, node_urls: list[str], **config: Any) -> None:
+        from aiohttp import web
+
+        from tao_coordinator.config import CoordinatorConfig
+        from tao_coordinator.web.app import create_app
+
+        server = {"state_dir": str(state_dir), **config.pop("server", {})}
+        if "token" not in server and not server.get("insecure_no_auth"):
+            server["token"] = "sdk-test-token-0123456789"
+        self.token = server.get("token")
+        nodes = [{"name": f"node-{k}", "url": url} for k, url in enumerate(node_urls)]
+        self.config = CoordinatorConfig.model_validate(
+            {"server": server, "nodes": nodes, "fleet": {"scrape_interval_s": 0.1}, **config}
+        )
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.runner = web.AppRunner(create_app(self.config), access_log=None)
+        self.url = ""
+
+    def start(self) -> "ThreadedCoordinator":
+        from aiohttp import web
+
+        self.thread.start()
+
+        async def start() -> None:
+            await self.runner.setup()
+            await web.TCPSite(self.runner, "127.0.0.1", 0).start()
+
+        self.call(start())
+        self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}"
+        return self
+
+    def call(self, coroutine: Any, timeout: float = 10.0) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    @property
+    def service(self) -> Any:
+        from tao_coordinator.web.keys import SERVICE
+
+        return self.runner.app[SERVICE]
+
+    def stop(self) -> None:
+        if self.thread.is_alive():
+            self.call(self.runner.cleanup())
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+            self.loop.close()
+
+
+@pytest.fixture
+def coordinator_factory(tmp_path: Path) -> Iterator[Callable[..., ThreadedCoordinator]]:
+    started: list[ThreadedCoordinator] = []
+
+    def start(node_urls: list[str], **config: Any) -> ThreadedCoordinator:
+        coordinator = ThreadedCoordinator(tmp_path / f"state-{len(started)}", node_urls, **config).start()
+        started.append(coordinator)
+        return coordinator
+
+    yield start
+    for coordinator in started:
+        coordinator.stop()

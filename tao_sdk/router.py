@@ -1,0 +1,318 @@
+"""The SDK's side of the protocol: one session's calls to the coordinator, failing open.
+
+Fail-open rules (design §1): every call to the coordinator has a short bound (`connect_timeout_s`,
+`request_timeout_s`). When the coordinator does not answer, or answers 5xx, the session is marked *detached*: model
+calls go to the last node used, or to a node chosen by a stable hash of the session id over `fallback_nodes`;
+reports are dropped; the log says so once. Every `retry_interval_s` the next call tries the coordinator again and,
+when it answers, the session registers again (same id) and is scheduled as before. An acquire never blocks longer
+than `max_wait_s`: past it the call is routed as if detached.
+
+`SyncRouter` and `AsyncRouter` share everything but their I/O (`_Calls` builds the requests and reads the
+answers); the async one never blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+
+from . import protocol
+from .errors import NoNodeAvailable
+
+log = logging.getLogger("tao_sdk")
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    coordinator: str | None
+    """Base URL of the coordinator (e.g. http://127.0.0.1:8700); None: always detached."""
+    token: str | None = None
+    """The coordinator's API token (needed to register unless it runs with --insecure-no-auth)."""
+    context: protocol.AgentContext = field(default_factory=protocol.AgentContext)
+    session_id: str | None = None
+    fallback_nodes: tuple[str, ...] = ()
+    """Root URLs of nodes to use when the coordinator is unreachable."""
+    connect_timeout_s: float = 0.5
+    request_timeout_s: float = 2.0
+    max_wait_s: float = 300.0
+    retry_interval_s: float = 5.0
+
+
+@dataclass(frozen=True)
+class Grant:
+    node: str
+    node_url: str
+    lease_id: str | None
+    detached: bool = False
+
+
+@dataclass
+class SessionState:
+    session_id: str
+    session_token: str | None = None
+    registered: bool = False
+    detached_at: float | None = None
+    warned: bool = False
+    last: Grant | None = None
+    heartbeat_due: float = 0.0
+    lease_ttl_s: float = 60.0
+
+
+class Unreachable(Exception):
+    """The coordinator did not answer in time, or answered 5xx."""
+
+
+def new_state(config: SessionConfig) -> SessionState:
+    return SessionState(config.session_id or f"tao-{uuid.uuid4().hex}")
+
+
+class _Calls:
+    """Requests and their interpretation, shared by both routers (which may serve one session together)."""
+
+    def __init__(self, config: SessionConfig, state: SessionState | None = None) -> None:
+        self.config = config
+        self.state = state or new_state(config)
+
+    def timeout(self, read: float | None = None) -> httpx2.Timeout:
+        total = self.config.request_timeout_s if read is None else read
+        return httpx2.Timeout(total, connect=self.config.connect_timeout_s)
+
+    def headers(self, api: bool = False) -> dict[str, str]:
+        token = self.config.token if api else self.state.session_token
+        return {"Authorization": f"Bearer {token}"} if token else {}
+
+    def session_path(self, verb: str = "") -> str:
+        return f"/v1/sessions/{self.state.session_id}" + (f"/{verb}" if verb else "")
+
+    def register_body(self) -> dict[str, Any]:
+        body = protocol.RegisterRequest(context=self.config.context, session_id=self.state.session_id)
+        return body.model_dump(mode="json", exclude_none=True)
+
+    def registered(self, status: int, body: Any) -> None:
+        if status == 201:
+            answer = protocol.RegisterResponse.model_validate(body)
+            self.state.session_token = answer.session_token
+            self.state.lease_ttl_s = answer.lease_ttl_s
+        elif status != 409:  # 409: still registered from before the coordinator went away
+            raise Unreachable(f"register answered {status}: {body}")
+        self.state.registered = True
+        if self.state.detached_at is not None:
+            log.info("tao: coordinator reachable again; session %s is scheduled again", self.state.session_id)
+        self.state.detached_at = None
+        self.state.warned = False
+
+    def should_try(self, now: float) -> bool:
+        if self.config.coordinator is None:
+            return False
+        detached = self.state.detached_at
+        return detached is None or now - detached >= self.config.retry_interval_s
+
+    def detach(self, reason: str, now: float) -> None:
+        if self.state.detached_at is None:
+            self.state.detached_at = now
+        self.state.registered = False
+        if not self.state.warned:
+            self.state.warned = True
+            log.warning(
+                "tao: coordinator unavailable (%s); routing session %s on its own", reason, self.state.session_id
+            )
+
+    def fallback(self) -> Grant:
+        if self.state.last is not None:
+            return Grant(self.state.last.node, self.state.last.node_url, None, detached=True)
+        nodes = sorted(self.config.fallback_nodes)
+        if not nodes:
+            raise NoNodeAvailable(
+                "the coordinator is unreachable and no fallback node is configured (fallback_nodes or $TAO_NODES)"
+            )
+        digest = int.from_bytes(hashlib.sha256(self.state.session_id.encode()).digest()[:8], "big")
+        url = nodes[digest % len(nodes)].rstrip("/")
+        return Grant(url, url, None, detached=True)
+
+    def granted(self, body: Any) -> Grant:
+        answer = protocol.AcquireResponse.model_validate(body)
+        assert answer.node is not None and answer.node_url is not None
+        grant = Grant(answer.node, answer.node_url, answer.lease_id)
+        self.state.last = grant
+        return grant
+
+    def llm_end_body(self, grant: Grant, usage: Any, duration_s: float) -> dict[str, Any]:
+        body = protocol.LlmEndRequest(
+            lease_id=grant.lease_id,
+            node=grant.node,
+            prompt_tokens=usage.prompt_tokens,
+            cached_tokens=usage.cached_tokens,
+            completion_tokens=usage.completion_tokens,
+            ttft_s=usage.ttft_s,
+            duration_s=duration_s,
+            error=usage.error,
+        )
+        return body.model_dump(mode="json", exclude_none=True)
+
+
+def check(response: httpx2.Response) -> Any:
+    if response.status_code >= 500:
+        raise Unreachable(f"{response.request.url.path} answered {response.status_code}")
+    return response.json() if response.content else None
+
+
+REPORT_ERRORS = (httpx2.HTTPError, Unreachable, ValueError)
+
+
+class SyncRouter(_Calls):
+    def __init__(self, config: SessionConfig, state: SessionState | None = None) -> None:
+        super().__init__(config, state)
+        self.http = httpx2.Client(base_url=config.coordinator or "http://unused.invalid", timeout=self.timeout())
+
+    def close(self) -> None:
+        if self.state.registered:
+            self._report("DELETE", self.session_path())
+        self.http.close()
+
+    def _post(self, path: str, body: Any = None, api: bool = False, read: float | None = None) -> tuple[int, Any]:
+        response = self.http.request("POST", path, json=body, headers=self.headers(api), timeout=self.timeout(read))
+        return response.status_code, check(response)
+
+    def _ensure_registered(self) -> None:
+        if not self.state.registered:
+            self.registered(*self._post("/v1/sessions", self.register_body(), api=True))
+
+    def register(self) -> None:
+        now = time.monotonic()
+        if not self.should_try(now):
+            return
+        try:
+            self._ensure_registered()
+        except REPORT_ERRORS as error:
+            self.detach(str(error), now)
+
+    def acquire(self, expected_tokens: int | None) -> Grant:
+        started = time.monotonic()
+        if not self.should_try(started):
+            return self.fallback()
+        try:
+            self._ensure_registered()
+            while (left := self.config.max_wait_s - (time.monotonic() - started)) > 0:
+                wait = min(30.0, left)
+                body = {"expected_input_tokens": expected_tokens, "wait_s": wait}
+                status, answer = self._post(
+                    self.session_path("acquire"), body, read=wait + self.config.request_timeout_s
+                )
+                if status == 404:
+                    self.state.registered = False
+                    self._ensure_registered()
+                elif status == 200:
+                    return self.granted(answer)
+        except REPORT_ERRORS as error:
+            self.detach(str(error), time.monotonic())
+        return self.fallback()
+
+    def _report(self, method: str, path: str, body: Any = None) -> None:
+        now = time.monotonic()
+        if not self.state.registered or not self.should_try(now):
+            return
+        try:
+            response = self.http.request(method, path, json=body, headers=self.headers())
+            check(response)
+            self.state.heartbeat_due = now + self.state.lease_ttl_s / 3
+        except REPORT_ERRORS as error:
+            self.detach(str(error), now)
+
+    def llm_end(self, grant: Grant, usage: Any, duration_s: float) -> None:
+        if not grant.detached:
+            self._report("POST", self.session_path("llm_end"), self.llm_end_body(grant, usage, duration_s))
+
+    def tool_start(self, call_id: str, tool: str, hints: protocol.ToolHints) -> None:
+        body = protocol.ToolStartRequest(call_id=call_id, tool=tool, hints=hints)
+        self._report("POST", self.session_path("tool_start"), body.model_dump(mode="json", exclude_none=True))
+
+    def tool_end(self, call_id: str, duration_s: float, status: str) -> None:
+        body = {"call_id": call_id, "duration_s": duration_s, "status": status}
+        self._report("POST", self.session_path("tool_end"), body)
+
+    def heartbeat_if_due(self) -> None:
+        if time.monotonic() >= self.state.heartbeat_due:
+            self._report("POST", self.session_path("heartbeat"))
+
+
+class AsyncRouter(_Calls):
+    def __init__(self, config: SessionConfig, state: SessionState | None = None) -> None:
+        super().__init__(config, state)
+        self.http = httpx2.AsyncClient(base_url=config.coordinator or "http://unused.invalid", timeout=self.timeout())
+
+    async def close(self) -> None:
+        if self.state.registered:
+            await self._report("DELETE", self.session_path())
+        await self.http.aclose()
+
+    async def _post(self, path: str, body: Any = None, api: bool = False, read: float | None = None) -> tuple[int, Any]:
+        response = await self.http.request(
+            "POST", path, json=body, headers=self.headers(api), timeout=self.timeout(read)
+        )
+        return response.status_code, check(response)
+
+    async def _ensure_registered(self) -> None:
+        if not self.state.registered:
+            self.registered(*await self._post("/v1/sessions", self.register_body(), api=True))
+
+    async def register(self) -> None:
+        now = time.monotonic()
+        if not self.should_try(now):
+            return
+        try:
+            await self._ensure_registered()
+        except REPORT_ERRORS as error:
+            self.detach(str(error), now)
+
+    async def acquire(self, expected_tokens: int | None) -> Grant:
+        started = time.monotonic()
+        if not self.should_try(started):
+            return self.fallback()
+        try:
+            await self._ensure_registered()
+            while (left := self.config.max_wait_s - (time.monotonic() - started)) > 0:
+                wait = min(30.0, left)
+                body = {"expected_input_tokens": expected_tokens, "wait_s": wait}
+                path = self.session_path("acquire")
+                status, answer = await self._post(path, body, read=wait + self.config.request_timeout_s)
+                if status == 404:
+                    self.state.registered = False
+                    await self._ensure_registered()
+                elif status == 200:
+                    return self.granted(answer)
+        except REPORT_ERRORS as error:
+            self.detach(str(error), time.monotonic())
+        return self.fallback()
+
+    async def _report(self, method: str, path: str, body: Any = None) -> None:
+        now = time.monotonic()
+        if not self.state.registered or not self.should_try(now):
+            return
+        try:
+            response = await self.http.request(method, path, json=body, headers=self.headers())
+            check(response)
+            self.state.heartbeat_due = now + self.state.lease_ttl_s / 3
+        except REPORT_ERRORS as error:
+            self.detach(str(error), now)
+
+    async def llm_end(self, grant: Grant, usage: Any, duration_s: float) -> None:
+        if not grant.detached:
+            await self._report("POST", self.session_path("llm_end"), self.llm_end_body(grant, usage, duration_s))
+
+    async def tool_start(self, call_id: str, tool: str, hints: protocol.ToolHints) -> None:
+        body = protocol.ToolStartRequest(call_id=call_id, tool=tool, hints=hints)
+        await self._report("POST", self.session_path("tool_start"), body.model_dump(mode="json", exclude_none=True))
+
+    async def tool_end(self, call_id: str, duration_s: float, status: str) -> None:
+        body = {"call_id": call_id, "duration_s": duration_s, "status": status}
+        await self._report("POST", self.session_path("tool_end"), body)
+
+    async def heartbeat_if_due(self) -> None:
+        if time.monotonic() >= self.state.heartbeat_due:
+            await self._report("POST", self.session_path("heartbeat"))

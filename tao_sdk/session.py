@@ -1,0 +1,297 @@
+"""`tao_sdk.session(...)`: one agent session, as a sync or an async context manager.
+
+    with tao_sdk.session(coordinator="http://127.0.0.1:8700", token=…, context=AgentContext(harness="mine")) as s:
+        client = s.openai()                      # a real openai.OpenAI, routed by the coordinator
+        reply = client.chat.completions.create(model=…, messages=…)
+        with s.tool("bash", command="pytest -x", timeout=120):
+            run_the_tool()
+
+Entering registers the session (or, when the coordinator is unreachable, runs detached: see `router.py`); leaving
+closes it, also on an exception. While open, a background heartbeat keeps the lease alive when nothing else is
+sent. Settings not given fall back to `$TAO_COORDINATOR`, `$TAO_TOKEN` and `$TAO_NODES` (comma-separated node URLs
+for fail-open routing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx2
+
+from . import protocol
+from .errors import ConfigurationError
+from .hints import command_hints
+from .router import AsyncRouter, SessionConfig, SessionState, SyncRouter, new_state
+from .transport import AsyncTaoTransport, TaoTransport
+
+PLACEHOLDER_OPENAI = "http://tao.invalid/v1"
+PLACEHOLDER_ANTHROPIC = "http://tao.invalid"
+Client = TypeVar("Client")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _nodes(value: list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
+    if value is not None:
+        return tuple(value)
+    return tuple(url.strip() for url in os.environ.get("TAO_NODES", "").split(",") if url.strip())
+
+
+class Session:
+    def __init__(
+        self,
+        coordinator: str | None = None,
+        token: str | None = None,
+        context: protocol.AgentContext | None = None,
+        *,
+        session_id: str | None = None,
+        fallback_nodes: list[str] | tuple[str, ...] | None = None,
+        **options: float,
+    ) -> None:
+        coordinator = coordinator or os.environ.get("TAO_COORDINATOR")
+        if coordinator is not None and not coordinator.startswith(("http://", "https://")):
+            raise ConfigurationError(f"coordinator: expected an http(s) URL, got {coordinator!r}")
+        try:
+            self.config = SessionConfig(
+                coordinator=coordinator.rstrip("/") if coordinator else None,
+                token=token or os.environ.get("TAO_TOKEN"),
+                context=context or protocol.AgentContext(),
+                session_id=session_id,
+                fallback_nodes=_nodes(fallback_nodes),
+                **options,
+            )
+        except TypeError as error:
+            raise ConfigurationError(str(error)) from None
+        self.state: SessionState = new_state(self.config)
+        self._sync: SyncRouter | None = None
+        self._async: AsyncRouter | None = None
+        self._stop = threading.Event()
+        self._heart: threading.Thread | None = None
+        self._async_heart: asyncio.Task[None] | None = None
+        self._clients: list[httpx2.Client] = []
+        self._async_clients: list[httpx2.AsyncClient] = []
+
+    @property
+    def id(self) -> str:
+        return self.state.session_id
+
+    @property
+    def detached(self) -> bool:
+        """True while the coordinator is unreachable and calls are routed on their own."""
+        return self.state.detached_at is not None or self.config.coordinator is None
+
+    def sync_router(self) -> SyncRouter:
+        if self._sync is None:
+            self._sync = SyncRouter(self.config, self.state)
+        return self._sync
+
+    def async_router(self) -> AsyncRouter:
+        if self._async is None:
+            self._async = AsyncRouter(self.config, self.state)
+        return self._async
+
+    # -- life cycle ------------------------------------------------------------------------------------------------
+
+    def __enter__(self) -> Session:
+        self.sync_router().register()
+        self._heart = threading.Thread(target=self._beat, name=f"tao-heartbeat-{self.id}", daemon=True)
+        self._heart.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        self._stop.set()
+        if self._heart is not None:
+            self._heart.join(timeout=self.config.request_timeout_s + 1)
+        self.sync_router().close()
+        for client in self._clients:
+            client.close()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(timeout=max(1.0, self.state.lease_ttl_s / 6)):
+            self.sync_router().heartbeat_if_due()
+
+    async def __aenter__(self) -> Session:
+        await self.async_router().register()
+        self._async_heart = asyncio.create_task(self._async_beat())
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._async_heart is not None:
+            self._async_heart.cancel()
+        await self.async_router().close()
+        for client in self._async_clients:
+            await client.aclose()
+        for sync_client in self._clients:
+            sync_client.close()
+        if self._sync is not None:
+            self._sync.http.close()
+
+    async def _async_beat(self) -> None:
+        while True:
+            await asyncio.sleep(max(1.0, self.state.lease_ttl_s / 6))
+            await self.async_router().heartbeat_if_due()
+
+    # -- clients ---------------------------------------------------------------------------------------------------
+
+    def http_client(self, **kwargs: Any) -> httpx2.Client:
+        """An httpx2 client whose model calls are routed by this session (closed when the session closes)."""
+        client = httpx2.Client(transport=TaoTransport(self.sync_router()), **kwargs)
+        self._clients.append(client)
+        return client
+
+    def async_http_client(self, **kwargs: Any) -> httpx2.AsyncClient:
+        client = httpx2.AsyncClient(transport=AsyncTaoTransport(self.async_router()), **kwargs)
+        self._async_clients.append(client)
+        return client
+
+    def openai(self, **kwargs: Any) -> Any:
+        import openai
+
+        kwargs.setdefault("api_key", "EMPTY")
+        return openai.OpenAI(base_url=PLACEHOLDER_OPENAI, http_client=self.http_client(), **kwargs)
+
+    def async_openai(self, **kwargs: Any) -> Any:
+        import openai
+
+        kwargs.setdefault("api_key", "EMPTY")
+        return openai.AsyncOpenAI(base_url=PLACEHOLDER_OPENAI, http_client=self.async_http_client(), **kwargs)
+
+    def anthropic(self, **kwargs: Any) -> Any:
+        import anthropic
+
+        kwargs.setdefault("api_key", "EMPTY")
+        return anthropic.Anthropic(base_url=PLACEHOLDER_ANTHROPIC, http_client=self.http_client(), **kwargs)
+
+    def async_anthropic(self, **kwargs: Any) -> Any:
+        import anthropic
+
+        kwargs.setdefault("api_key", "EMPTY")
+        return anthropic.AsyncAnthropic(base_url=PLACEHOLDER_ANTHROPIC, http_client=self.async_http_client(), **kwargs)
+
+    def wrap(self, client: Client) -> Client:
+        """A copy of an OpenAI/Anthropic client (sync or async) you built, routed through this session. Its base
+        URL keeps its path; its host is replaced by the assigned node's."""
+        copy = getattr(client, "with_options", None)
+        if copy is None:
+            raise ConfigurationError(f"wrap: {type(client).__name__} is not an OpenAI or Anthropic client")
+        asynchronous = inspect.iscoroutinefunction(getattr(client, "close", None))
+        http = self.async_http_client() if asynchronous else self.http_client()
+        wrapped: Client = copy(http_client=http)
+        return wrapped
+
+    # -- tools -----------------------------------------------------------------------------------------------------
+
+    def tool(
+        self,
+        name: str,
+        *,
+        command: str | None = None,
+        timeout: float | None = None,
+        sleep: float | None = None,
+        background: bool | None = None,
+        deadline: float | None = None,
+    ) -> ToolCall:
+        """Report a tool call: `with s.tool(…):`, `async with s.tool(…):`, or `@s.tool(…)` on a function."""
+        parsed = command_hints(command) if command else None
+        caps = [t for t in (timeout, parsed.timeout_s if parsed else None) if t is not None]
+        hints = protocol.ToolHints(
+            timeout_s=min(caps) if caps else None,
+            sleep_s=sleep if sleep is not None else (parsed.sleep_s if parsed else None),
+            background=background if background is not None else bool(parsed and parsed.background),
+            deadline=deadline,
+        )
+        return ToolCall(self, name, hints)
+
+    def tool_start(self, name: str, **hints: Any) -> str:
+        """Explicit form: returns the call id to give `tool_end`."""
+        call = self.tool(name, **hints)
+        call.start()
+        self._open_calls[call.call_id] = call
+        return call.call_id
+
+    def tool_end(self, call_id: str, status: str = "ok") -> None:
+        call = self._open_calls.pop(call_id, None)
+        if call is None:
+            raise ConfigurationError(f"tool_end: no open tool call {call_id!r}")
+        call.end(status)
+
+    @functools.cached_property
+    def _open_calls(self) -> dict[str, ToolCall]:
+        return {}
+
+
+def _status(error: BaseException | None) -> str:
+    if error is None:
+        return "ok"
+    return "timeout" if isinstance(error, TimeoutError) or "Timeout" in type(error).__name__ else "error"
+
+
+class ToolCall:
+    def __init__(self, session: Session, name: str, hints: protocol.ToolHints) -> None:
+        self.session, self.name, self.hints = session, name, hints
+        self.call_id = f"call-{uuid.uuid4().hex[:16]}"
+        self.started = 0.0
+
+    def start(self) -> None:
+        self.started = time.monotonic()
+        self.session.sync_router().tool_start(self.call_id, self.name, self.hints)
+
+    def end(self, status: str) -> None:
+        self.session.sync_router().tool_end(self.call_id, time.monotonic() - self.started, status)
+
+    def __enter__(self) -> ToolCall:
+        self.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        self.end(_status(error))
+
+    async def __aenter__(self) -> ToolCall:
+        self.started = time.monotonic()
+        await self.session.async_router().tool_start(self.call_id, self.name, self.hints)
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.session.async_router().tool_end(self.call_id, time.monotonic() - self.started, _status(error))
+
+    def __call__(self, function: F) -> F:
+        """As a decorator: every call of `function` is reported as one tool call (a fresh call id each time)."""
+        session, name, hints = self.session, self.name, self.hints
+
+        if inspect.iscoroutinefunction(function):
+
+            @functools.wraps(function)
+            async def run_async(*args: Any, **kwargs: Any) -> Any:
+                async with ToolCall(session, name, hints):
+                    return await function(*args, **kwargs)
+
+            return run_async  # type: ignore[return-value]
+
+        @functools.wraps(function)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with ToolCall(session, name, hints):
+                return function(*args, **kwargs)
+
+        return run  # type: ignore[return-value]
+
+
+def session(
+    coordinator: str | None = None,
+    token: str | None = None,
+    context: protocol.AgentContext | None = None,
+    **options: Any,
+) -> Session:
+    """A session to use as `with …` or `async with …`; see `Session`."""
+    return Session(coordinator, token, context, **options)

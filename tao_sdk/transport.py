@@ -1,0 +1,161 @@
+"""httpx2 transports that route an OpenAI/Anthropic client's calls to the node the coordinator assigned.
+
+For a model call (`POST …/chat/completions`, `…/completions`, `…/messages`, `…/responses`) the transport acquires a
+node, rewrites the request's scheme, host and port to that node's (keeping the path, so the client's base URL only
+needs the right path: `http://tao/v1` for OpenAI, `http://tao` for Anthropic), adds `X-Session-ID` (vLLM ≥ 0.30
+copies it into its KV events), asks OpenAI streams for their usage chunk, and wraps the response stream so that
+usage and time to first token are read as the bytes pass — nothing is buffered for the caller — and `llm_end` is
+reported when the stream closes. Other requests (`GET /v1/models`, `count_tokens`) go to the last node used,
+without acquiring.
+
+Invariant: every acquired call is reported exactly once (`llm_end`), also when the node fails or the caller stops
+reading early.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+import httpx2
+
+from .router import AsyncRouter, Grant, SyncRouter
+from .usage import Usage, UsageObserver
+
+MODEL_PATHS = ("/chat/completions", "/completions", "/messages", "/responses")
+CHARS_PER_TOKEN = 4
+
+
+def is_model_call(request: httpx2.Request) -> bool:
+    return request.method == "POST" and request.url.path.endswith(MODEL_PATHS)
+
+
+def prepare(request: httpx2.Request, grant: Grant, session_id: str) -> tuple[bool, int]:
+    """Point the request at the granted node; return (streaming, expected prompt tokens)."""
+    node = httpx2.URL(grant.node_url)
+    request.url = request.url.copy_with(scheme=node.scheme, host=node.host, port=node.port)
+    request.headers["Host"] = node.netloc.decode()
+    request.headers["X-Session-ID"] = session_id
+    body = request.content
+    streaming = False
+    try:
+        payload = json.loads(body) if body else None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        payload = None
+    if isinstance(payload, dict) and payload.get("stream") is True:
+        streaming = True
+        if not request.url.path.endswith("/messages") and "stream_options" not in payload:
+            payload["stream_options"] = {"include_usage": True}
+            content = json.dumps(payload).encode()
+            request.stream = httpx2.ByteStream(content)
+            request.headers["Content-Length"] = str(len(content))
+    return streaming, len(body) // CHARS_PER_TOKEN
+
+
+def expected_tokens(request: httpx2.Request) -> int:
+    return len(request.content) // CHARS_PER_TOKEN
+
+
+class _ObservedStream(httpx2.SyncByteStream):
+    def __init__(self, inner: Any, observer: UsageObserver, done: Callable[[Usage], None]) -> None:
+        self.inner, self.observer, self.done = inner, observer, done
+        self.reported = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self.inner:
+            self.observer.feed(chunk)
+            yield chunk
+
+    def close(self) -> None:
+        try:
+            self.inner.close()
+        finally:
+            if not self.reported:
+                self.reported = True
+                self.done(self.observer.finish())
+
+
+class _AsyncObservedStream(httpx2.AsyncByteStream):
+    def __init__(self, inner: Any, observer: UsageObserver, done: Callable[[Usage], Awaitable[None]]) -> None:
+        self.inner, self.observer, self.done = inner, observer, done
+        self.reported = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self.inner:
+            self.observer.feed(chunk)
+            yield chunk
+
+    async def aclose(self) -> None:
+        try:
+            await self.inner.aclose()
+        finally:
+            if not self.reported:
+                self.reported = True
+                await self.done(self.observer.finish())
+
+
+class TaoTransport(httpx2.BaseTransport):
+    def __init__(self, router: SyncRouter, inner: httpx2.BaseTransport | None = None) -> None:
+        self.router = router
+        self.inner = inner or httpx2.HTTPTransport()
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        request.read()
+        if not is_model_call(request):
+            grant = self.router.state.last or self.router.fallback()
+            prepare(request, grant, self.router.state.session_id)
+            return self.inner.handle_request(request)
+        grant = self.router.acquire(expected_tokens(request))
+        streaming, _ = prepare(request, grant, self.router.state.session_id)
+        started = time.monotonic()
+        try:
+            response = self.inner.handle_request(request)
+        except Exception as error:
+            self.router.llm_end(grant, Usage(error=f"{type(error).__name__}: {error}"), time.monotonic() - started)
+            raise
+
+        def done(usage: Usage) -> None:
+            if response.status_code >= 400 and usage.error is None:
+                usage.error = f"HTTP {response.status_code}"
+            self.router.llm_end(grant, usage, time.monotonic() - started)
+
+        response.stream = _ObservedStream(response.stream, UsageObserver(streaming, started), done)
+        return response
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class AsyncTaoTransport(httpx2.AsyncBaseTransport):
+    def __init__(self, router: AsyncRouter, inner: httpx2.AsyncBaseTransport | None = None) -> None:
+        self.router = router
+        self.inner = inner or httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        await request.aread()
+        if not is_model_call(request):
+            grant = self.router.state.last or self.router.fallback()
+            prepare(request, grant, self.router.state.session_id)
+            return await self.inner.handle_async_request(request)
+        grant = await self.router.acquire(expected_tokens(request))
+        streaming, _ = prepare(request, grant, self.router.state.session_id)
+        started = time.monotonic()
+        try:
+            response = await self.inner.handle_async_request(request)
+        except Exception as error:
+            usage = Usage(error=f"{type(error).__name__}: {error}")
+            await self.router.llm_end(grant, usage, time.monotonic() - started)
+            raise
+
+        async def done(usage: Usage) -> None:
+            if response.status_code >= 400 and usage.error is None:
+                usage.error = f"HTTP {response.status_code}"
+            await self.router.llm_end(grant, usage, time.monotonic() - started)
+
+        response.stream = _AsyncObservedStream(response.stream, UsageObserver(streaming, started), done)
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
