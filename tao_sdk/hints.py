@@ -46,13 +46,18 @@ def _sleep_in(words: list[str]) -> float:
     return total
 
 
+_TIMEOUT_OPTIONS_WITH_VALUE = ("-k", "-s", "--kill-after", "--signal")
+
+
 def _timeout_in(words: list[str]) -> float | None:
     if not words or words[0] != "timeout":
         return None
-    for word in words[1:]:
-        if word.startswith("-"):
-            continue
-        return parse_duration(word)
+    rest = iter(words[1:])
+    for word in rest:
+        if word in _TIMEOUT_OPTIONS_WITH_VALUE:
+            next(rest, None)
+        elif not word.startswith("-"):
+            return parse_duration(word)
     return None
 
 

@@ -31,6 +31,8 @@ class UsageObserver:
         self.usage = Usage()
         self._buffer = b""
         self._body = bytearray()
+        self._cache_read = 0
+        self._cache_creation = 0
 
     def feed(self, chunk: bytes) -> None:
         if not chunk:
@@ -82,11 +84,13 @@ class UsageObserver:
             details = usage.get("prompt_tokens_details") or {}
             self.usage.cached_tokens = _int(details.get("cached_tokens")) if isinstance(details, dict) else None
             return
-        cache_read = _int(usage.get("cache_read_input_tokens")) or 0
-        cache_creation = _int(usage.get("cache_creation_input_tokens")) or 0
+        # message_delta may repeat input_tokens without the cache figures message_start gave: keep those
+        self._cache_read = _int(usage.get("cache_read_input_tokens")) or self._cache_read
+        self._cache_creation = _int(usage.get("cache_creation_input_tokens")) or self._cache_creation
         if "input_tokens" in usage:
-            self.usage.prompt_tokens = (_int(usage.get("input_tokens")) or 0) + cache_read + cache_creation
-            self.usage.cached_tokens = cache_read
+            input_tokens = _int(usage.get("input_tokens")) or 0
+            self.usage.prompt_tokens = input_tokens + self._cache_read + self._cache_creation
+            self.usage.cached_tokens = self._cache_read
         if "output_tokens" in usage:
             self.usage.completion_tokens = _int(usage.get("output_tokens"))
 
