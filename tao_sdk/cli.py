@@ -14,6 +14,10 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
         "tao_coordinator.sim.cli",
         "replay agent traces through scheduling policies on a simulated vLLM fleet and compare them",
     ),
+    ("proxy",): (
+        "tao_sdk.proxy_cli",
+        "a local OpenAI/Anthropic endpoint that routes each call to the node the coordinator assigned",
+    ),
     ("coordinator",): (
         "tao_coordinator.web.cli",
         "run the coordinator beside a vLLM fleet",

@@ -232,7 +232,7 @@ class SyncRouter(_Calls):
         body = protocol.ToolStartRequest(call_id=call_id, tool=tool, hints=hints)
         self._report("POST", self.session_path("tool_start"), body.model_dump(mode="json", exclude_none=True))
 
-    def tool_end(self, call_id: str, duration_s: float, status: str) -> None:
+    def tool_end(self, call_id: str, duration_s: float | None, status: str) -> None:
         body = {"call_id": call_id, "duration_s": duration_s, "status": status}
         self._report("POST", self.session_path("tool_end"), body)
 
@@ -309,7 +309,7 @@ class AsyncRouter(_Calls):
         body = protocol.ToolStartRequest(call_id=call_id, tool=tool, hints=hints)
         await self._report("POST", self.session_path("tool_start"), body.model_dump(mode="json", exclude_none=True))
 
-    async def tool_end(self, call_id: str, duration_s: float, status: str) -> None:
+    async def tool_end(self, call_id: str, duration_s: float | None, status: str) -> None:
         body = {"call_id": call_id, "duration_s": duration_s, "status": status}
         await self._report("POST", self.session_path("tool_end"), body)
 

@@ -1,0 +1,232 @@
+"""`tao proxy`: a local OpenAI- and Anthropic-compatible endpoint that routes each call to the assigned node.
+
+For harnesses that are not Python (Claude Code, OpenCode): point their base URL at the proxy. Each request is
+attributed to a session by the first of `X-Claude-Code-Session-Id`, `x-session-affinity`, `X-Session-Id`,
+`x-tao-session` (requests without any share one anonymous session); the agent context comes from `x-agent-*`
+headers (`x-agent-harness`, `x-agent-workflow-id`, `x-agent-model`, `x-agent-shared-prefix-tokens`,
+`x-agent-label-<name>`) on the session's first request. The proxy registers the session, acquires a node, forwards
+the request (streaming passed through chunk by chunk), reads usage as it passes and reports `llm_end`: the same
+`AsyncRouter` as the SDK, so it fails open the same way.
+
+It also relays tool events from hook processes on `POST /tao/v1/events` (loopback only): the proxy owns each
+session's coordinator token, so hooks need none. Sessions idle for `idle_close_s` are closed.
+
+Invariant: one `AsyncRouter` per session id; every acquired call gets exactly one `llm_end`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from . import protocol
+from .router import AsyncRouter, Grant, SessionConfig
+from .usage import UsageObserver
+
+log = logging.getLogger("tao_sdk.proxy")
+
+SESSION_HEADERS = ("X-Claude-Code-Session-Id", "x-session-affinity", "X-Session-Id", "x-tao-session")
+ANONYMOUS = "tao-proxy-anonymous"
+MODEL_ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/responses")
+PASSTHROUGH_ROUTES = ("/v1/models", "/v1/messages/count_tokens")
+HOP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "authorization"}
+
+
+@dataclass
+class ProxyConfig:
+    coordinator: str | None
+    token: str | None = None
+    fallback_nodes: tuple[str, ...] = ()
+    idle_close_s: float = 900.0
+    api_key: str | None = None
+    """Bearer token sent to the nodes (vLLM's --api-key), if they need one."""
+    options: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class _Session:
+    router: AsyncRouter
+    last_used: float
+
+
+class RoutingProxy:
+    def __init__(self, config: ProxyConfig) -> None:
+        self.config = config
+        self.sessions: dict[str, _Session] = {}
+        self.http: aiohttp.ClientSession | None = None
+        self._reaper: asyncio.Task[None] | None = None
+
+    # -- sessions --------------------------------------------------------------------------------------------------
+
+    def session_id(self, request: web.Request) -> str:
+        return next((request.headers[h] for h in SESSION_HEADERS if request.headers.get(h)), ANONYMOUS)
+
+    async def router(self, session_id: str, headers: Any) -> AsyncRouter:
+        session = self.sessions.get(session_id)
+        if session is None:
+            config = SessionConfig(
+                coordinator=self.config.coordinator,
+                token=self.config.token,
+                context=context_from(headers),
+                session_id=session_id,
+                fallback_nodes=self.config.fallback_nodes,
+                **self.config.options,
+            )
+            session = self.sessions[session_id] = _Session(AsyncRouter(config), time.monotonic())
+            await session.router.register()
+        session.last_used = time.monotonic()
+        return session.router
+
+    async def _reap(self) -> None:
+        while True:
+            await asyncio.sleep(min(60.0, self.config.idle_close_s / 2))
+            cutoff = time.monotonic() - self.config.idle_close_s
+            for session_id, session in list(self.sessions.items()):
+                if session.last_used < cutoff:
+                    del self.sessions[session_id]
+                    await session.router.close()
+
+    # -- forwarding ------------------------------------------------------------------------------------------------
+
+    async def model_call(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        session_id = self.session_id(request)
+        router = await self.router(session_id, request.headers)
+        grant = await router.acquire(len(raw) // 4)
+        body, streaming = with_usage_requested(raw, request.path)
+        started = time.monotonic()
+        observer = UsageObserver(streaming, started)
+        try:
+            return await self._forward(request, grant, body, session_id, observer)
+        finally:
+            await router.llm_end(grant, observer.finish(), time.monotonic() - started)
+
+    async def passthrough(self, request: web.Request) -> web.StreamResponse:
+        router = await self.router(self.session_id(request), request.headers)
+        grant = router.state.last or router.fallback()
+        return await self._forward(request, grant, await request.read(), router.state.session_id, None)
+
+    async def _forward(
+        self, request: web.Request, grant: Grant, body: bytes, session_id: str, observer: UsageObserver | None
+    ) -> web.StreamResponse:
+        assert self.http is not None
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS}
+        headers["X-Session-ID"] = session_id
+        if self.config.api_key:
+            headers["Authorization"] = f"Bearer {self.config.api_key}"
+        url = grant.node_url.rstrip("/") + request.path_qs
+        try:
+            upstream = await self.http.request(request.method, url, data=body, headers=headers)
+        except aiohttp.ClientError as error:
+            if observer is not None:
+                observer.usage.error = f"{type(error).__name__}: {error}"
+            return web.json_response({"error": {"message": f"node {grant.node} unreachable: {error}"}}, status=502)
+        async with upstream:
+            response = web.StreamResponse(status=upstream.status)
+            for name, value in upstream.headers.items():
+                if name.lower() not in HOP_HEADERS | {"content-encoding", "date", "server"}:
+                    response.headers[name] = value
+            await response.prepare(request)
+            async for chunk in upstream.content.iter_any():
+                if observer is not None:
+                    observer.feed(chunk)
+                await response.write(chunk)
+            if observer is not None and upstream.status >= 400 and observer.usage.error is None:
+                observer.usage.error = f"HTTP {upstream.status}"
+            await response.write_eof()
+            return response
+
+    # -- hook relay ------------------------------------------------------------------------------------------------
+
+    async def relay(self, request: web.Request) -> web.Response:
+        try:
+            batch = protocol.EventsRequest.model_validate(json.loads(await request.read()))
+        except (ValueError, json.JSONDecodeError) as error:
+            return web.json_response({"error": str(error)}, status=422)
+        results = [await self._relay_one(event) for event in batch.events]
+        return web.json_response({"results": results})
+
+    async def _relay_one(self, event: protocol.BatchedEvent) -> dict[str, Any]:
+        context = event.registration.context if event.registration else protocol.AgentContext()
+        session = self.sessions.get(event.session_id)
+        if session is None and event.kind == "close":
+            return {"ok": True, "status": 204}
+        router = await self.router(event.session_id, context_headers(context))
+        if event.kind == "tool_start" and event.tool_start:
+            await router.tool_start(event.tool_start.call_id, event.tool_start.tool, event.tool_start.hints)
+        elif event.kind == "tool_end" and event.tool_end:
+            end = event.tool_end
+            await router.tool_end(end.call_id, end.duration_s, end.status)
+        elif event.kind == "close":
+            del self.sessions[event.session_id]
+            await router.close()
+        elif event.kind == "heartbeat":
+            await router.heartbeat_if_due()
+        return {"ok": True, "status": 204}
+
+    # -- app -------------------------------------------------------------------------------------------------------
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 << 20)
+        for path in MODEL_ROUTES:
+            app.router.add_post(path, self.model_call)
+        for path in PASSTHROUGH_ROUTES:
+            app.router.add_route("*", path, self.passthrough)
+        app.router.add_post("/tao/v1/events", self.relay)
+        app.router.add_get("/healthz", self.healthz)
+        app.cleanup_ctx.append(self._lifecycle)
+        return app
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", "sessions": len(self.sessions)})
+
+    async def _lifecycle(self, app: web.Application) -> Any:
+        self.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=5))
+        self._reaper = asyncio.create_task(self._reap())
+        yield
+        self._reaper.cancel()
+        for session in self.sessions.values():
+            await session.router.close()
+        await self.http.close()
+
+
+def with_usage_requested(raw: bytes, path: str) -> tuple[bytes, bool]:
+    """The body to forward, and whether the response streams. OpenAI streams are asked for their usage chunk."""
+    try:
+        payload = json.loads(raw) if raw else None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return raw, False
+    if not isinstance(payload, dict) or payload.get("stream") is not True:
+        return raw, False
+    if not path.endswith("/messages") and "stream_options" not in payload:
+        payload["stream_options"] = {"include_usage": True}
+        return json.dumps(payload).encode(), True
+    return raw, True
+
+
+def context_from(headers: Any) -> protocol.AgentContext:
+    labels = {k[len("x-agent-label-") :]: v for k, v in headers.items() if k.lower().startswith("x-agent-label-")}
+    shared = headers.get("x-agent-shared-prefix-tokens", "0")
+    return protocol.AgentContext(
+        harness=headers.get("x-agent-harness", "proxy")[:100],
+        workflow_id=headers.get("x-agent-workflow-id", "")[:200],
+        model=headers.get("x-agent-model", "")[:200],
+        shared_prefix_tokens=int(shared) if shared.isdigit() else 0,
+        labels=dict(list(labels.items())[:50]),
+    )
+
+
+def context_headers(context: protocol.AgentContext) -> dict[str, str]:
+    return {
+        "x-agent-harness": context.harness,
+        "x-agent-workflow-id": context.workflow_id,
+        "x-agent-model": context.model,
+        "x-agent-shared-prefix-tokens": str(context.shared_prefix_tokens),
+    }

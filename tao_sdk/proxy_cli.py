@@ -1,0 +1,53 @@
+"""`tao proxy`: run the local routing proxy (see `proxy.py`)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from .errors import ConfigurationError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--coordinator", help="coordinator URL (or $TAO_COORDINATOR); none: route on our own")
+    parser.add_argument("--token", help="the coordinator's API token (or $TAO_TOKEN)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8787, help="port to listen on (8787)")
+    parser.add_argument("--nodes", help="comma-separated node URLs for fail-open routing (or $TAO_NODES)")
+    parser.add_argument("--api-key", help="bearer token the nodes expect (vLLM --api-key), if any")
+    parser.add_argument("--idle-close-s", type=float, default=900.0, help="close sessions idle this long (900)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from aiohttp import web
+
+    from .proxy import ProxyConfig, RoutingProxy
+
+    coordinator = args.coordinator or os.environ.get("TAO_COORDINATOR")
+    if coordinator and not coordinator.startswith(("http://", "https://")):
+        print(f"tao proxy: --coordinator: expected an http(s) URL, got {coordinator!r}", file=sys.stderr)
+        return 2
+    nodes = args.nodes if args.nodes is not None else os.environ.get("TAO_NODES", "")
+    fallback = tuple(url.strip().rstrip("/") for url in nodes.split(",") if url.strip())
+    if not coordinator and not fallback:
+        print("tao proxy: give --coordinator, or --nodes to route without one", file=sys.stderr)
+        return 2
+    try:
+        proxy = RoutingProxy(
+            ProxyConfig(
+                coordinator=coordinator.rstrip("/") if coordinator else None,
+                token=args.token or os.environ.get("TAO_TOKEN"),
+                fallback_nodes=fallback,
+                idle_close_s=args.idle_close_s,
+                api_key=args.api_key,
+            )
+        )
+    except ConfigurationError as error:
+        print(f"tao proxy: {error}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    print(f"tao proxy on http://{args.host}:{args.port} (OpenAI base URL: http://{args.host}:{args.port}/v1)")
+    web.run_app(proxy.app(), host=args.host, port=args.port, print=None)
+    return 0

@@ -1,0 +1,124 @@
+"""`tao proxy` with the real openai and anthropic clients, fake vLLM nodes and a real coordinator."""
+
+import asyncio
+import threading
+
+import anthropic
+import httpx2
+import openai
+import pytest
+from aiohttp import web
+
+from tao_coordinator.fakevllm import FakeNodeConfig, ThreadedFleet
+from tao_sdk.proxy import ProxyConfig, RoutingProxy
+
+MODEL = "Qwen/Qwen3-32B"
+
+
+class ThreadedProxy:
+    def __init__(self, config: ProxyConfig) -> None:
+        self.proxy = RoutingProxy(config)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.runner = web.AppRunner(self.proxy.app(), access_log=None)
+
+    def __enter__(self):
+        self.thread.start()
+
+        async def start():
+            await self.runner.setup()
+            await web.TCPSite(self.runner, "127.0.0.1", 0).start()
+
+        asyncio.run_coroutine_threadsafe(start(), self.loop).result(10)
+        self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}"
+        return self
+
+    def __exit__(self, *exc):
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+
+@pytest.fixture(scope="module")
+def fleet():
+    with ThreadedFleet(2, FakeNodeConfig(time_scale=50)) as running:
+        yield running
+
+
+@pytest.fixture
+def coordinator(coordinator_factory, fleet):
+    return coordinator_factory(fleet.urls)
+
+
+@pytest.fixture
+def proxy(coordinator):
+    with ThreadedProxy(ProxyConfig(coordinator.url, coordinator.token)) as running:
+        yield running
+
+
+def sessions(coordinator):
+    return coordinator.service.coordinator.state.sessions
+
+
+def test_openai_through_the_proxy_is_routed_and_reported(proxy, coordinator):
+    client = openai.OpenAI(
+        base_url=proxy.url + "/v1",
+        api_key="x",
+        default_headers={"x-session-affinity": "ses_opencode_1", "x-agent-harness": "opencode"},
+    )
+    client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi " * 40}], max_tokens=4)
+    stream = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "hi " * 40 + "more"}], max_tokens=6, stream=True
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    session = sessions(coordinator)["ses_opencode_1"]
+    assert session.context.harness == "opencode"
+    assert (session.completed_calls, session.output_tokens_total) == (2, 10)
+    assert session.last_node == session.node
+
+
+def test_anthropic_through_the_proxy_reports_cached_tokens(proxy, coordinator):
+    client = anthropic.Anthropic(
+        base_url=proxy.url, api_key="x", default_headers={"X-Claude-Code-Session-Id": "cc-session-7"}
+    )
+    prompt = "a long shared context " * 100
+    client.messages.create(model=MODEL, max_tokens=4, messages=[{"role": "user", "content": prompt}])
+    with client.messages.stream(
+        model=MODEL, max_tokens=4, messages=[{"role": "user", "content": prompt + " and more"}]
+    ) as stream:
+        final = stream.get_final_message()
+    assert final.usage.cache_read_input_tokens > 0
+    session = sessions(coordinator)["cc-session-7"]
+    assert session.completed_calls == 2
+    assert session.evidence[0].tokens == session.context_tokens
+
+
+def test_hook_events_are_relayed_with_the_proxys_session_token(proxy, coordinator):
+    events = {
+        "events": [
+            {"kind": "register", "session_id": "cc-hooked", "registration": {"context": {"harness": "claude-code"}}},
+            {
+                "kind": "tool_start",
+                "session_id": "cc-hooked",
+                "tool_start": {"call_id": "toolu_1", "tool": "Bash", "hints": {"timeout_s": 120}},
+            },
+        ]
+    }
+    answer = httpx2.post(proxy.url + "/tao/v1/events", json=events).json()
+    assert all(result["ok"] for result in answer["results"])
+    session = sessions(coordinator)["cc-hooked"]
+    assert session.context.harness == "claude-code" and session.tools[0].hints.timeout_s == 120
+    end = {"events": [{"kind": "tool_end", "session_id": "cc-hooked", "tool_end": {"call_id": "toolu_1"}}]}
+    httpx2.post(proxy.url + "/tao/v1/events", json=end)
+    assert not sessions(coordinator)["cc-hooked"].tools
+    assert httpx2.post(proxy.url + "/tao/v1/events", json={"events": "nope"}).status_code == 422
+
+
+def test_without_a_coordinator_the_proxy_routes_on_its_own(fleet):
+    with ThreadedProxy(ProxyConfig("http://127.0.0.1:9", fallback_nodes=tuple(fleet.urls))) as proxy:
+        client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="x", max_retries=0)
+        reply = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}], max_tokens=2)
+        assert reply.usage.completion_tokens == 2
+        models = openai.OpenAI(base_url=proxy.url + "/v1", api_key="x").models.list()
+        assert [m.id for m in models.data] == [MODEL]
