@@ -26,6 +26,10 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
         "tao_coordinator.bench.coordinator",
         "acquire round trip and event ingestion of a live coordinator on loopback",
     ),
+    ("bench", "sdk"): (
+        "tao_coordinator.bench.sdk",
+        "the SDK's added latency per model call against calling the node directly",
+    ),
     ("bench", "planner"): (
         "tao_coordinator.bench.planner",
         "time the planner on realistic snapshots and measure its gap to the exact MILP",

@@ -169,6 +169,7 @@ class RoutingProxy:
             await router.close()
         elif event.kind == "heartbeat":
             await router.heartbeat_if_due()
+        await router.flush()
         return {"ok": True, "status": 204}
 
     # -- app -------------------------------------------------------------------------------------------------------

@@ -8,13 +8,17 @@ when it answers, the session registers again (same id) and is scheduled as befor
 than `max_wait_s`: past it the call is routed as if detached.
 
 `SyncRouter` and `AsyncRouter` share everything but their I/O (`_Calls` builds the requests and reads the
-answers); the async one never blocks the event loop.
+answers); the async one never blocks the event loop. Reports go out in order from a background worker, so only
+`acquire` (which needs its answer) sits on the agent's critical path.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
+import queue
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -166,14 +170,36 @@ REPORT_ERRORS = (httpx2.HTTPError, Unreachable, ValueError)
 
 
 class SyncRouter(_Calls):
+    """Reports (`llm_end`, tool events, heartbeats) are sent by one background thread, in order, so they stay off
+    the agent's critical path; `acquire` and `flush` wait until the ones queued before them have been sent."""
+
     def __init__(self, config: SessionConfig, state: SessionState | None = None) -> None:
         super().__init__(config, state)
         self.http = httpx2.Client(base_url=config.coordinator or "http://unused.invalid", timeout=self.timeout())
+        self._queue: queue.Queue[tuple[str, str, Any] | None] = queue.Queue()
+        self._worker: threading.Thread | None = None
 
     def close(self) -> None:
+        self.flush()
         if self.state.registered:
-            self._report("DELETE", self.session_path())
+            self._send("DELETE", self.session_path())
+        if self._worker is not None:
+            self._queue.put(None)
+            self._worker.join(timeout=self.config.request_timeout_s + 1)
         self.http.close()
+
+    def flush(self) -> None:
+        """Wait until every report queued so far has been sent (or dropped because the coordinator is away)."""
+        if self._worker is not None:
+            self._queue.join()
+
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            try:
+                self._send(*item)
+            finally:
+                self._queue.task_done()
+        self._queue.task_done()
 
     def _post(self, path: str, body: Any = None, api: bool = False, read: float | None = None) -> tuple[int, Any]:
         response = self.http.request("POST", path, json=body, headers=self.headers(api), timeout=self.timeout(read))
@@ -193,6 +219,7 @@ class SyncRouter(_Calls):
             self.detach(str(error), now)
 
     def acquire(self, expected_tokens: int | None) -> Grant:
+        self.flush()
         started = time.monotonic()
         if not self.should_try(started):
             return self.fallback()
@@ -214,6 +241,12 @@ class SyncRouter(_Calls):
         return self.fallback()
 
     def _report(self, method: str, path: str, body: Any = None) -> None:
+        if self._worker is None:
+            self._worker = threading.Thread(target=self._work, name=f"tao-report-{self.state.session_id}", daemon=True)
+            self._worker.start()
+        self._queue.put((method, path, body))
+
+    def _send(self, method: str, path: str, body: Any = None) -> None:
         now = time.monotonic()
         if not self.state.registered or not self.should_try(now):
             return
@@ -242,14 +275,34 @@ class SyncRouter(_Calls):
 
 
 class AsyncRouter(_Calls):
+    """As `SyncRouter`, with one background task instead of a thread; never blocks the event loop."""
+
     def __init__(self, config: SessionConfig, state: SessionState | None = None) -> None:
         super().__init__(config, state)
         self.http = httpx2.AsyncClient(base_url=config.coordinator or "http://unused.invalid", timeout=self.timeout())
+        self._queue: asyncio.Queue[tuple[str, str, Any]] | None = None
+        self._worker: asyncio.Task[None] | None = None
 
     async def close(self) -> None:
+        await self.flush()
         if self.state.registered:
-            await self._report("DELETE", self.session_path())
+            await self._send("DELETE", self.session_path())
+        if self._worker is not None:
+            self._worker.cancel()
         await self.http.aclose()
+
+    async def flush(self) -> None:
+        if self._queue is not None:
+            await self._queue.join()
+
+    async def _work(self) -> None:
+        assert self._queue is not None
+        while True:
+            item = await self._queue.get()
+            try:
+                await self._send(*item)
+            finally:
+                self._queue.task_done()
 
     async def _post(self, path: str, body: Any = None, api: bool = False, read: float | None = None) -> tuple[int, Any]:
         response = await self.http.request(
@@ -271,6 +324,7 @@ class AsyncRouter(_Calls):
             self.detach(str(error), now)
 
     async def acquire(self, expected_tokens: int | None) -> Grant:
+        await self.flush()
         started = time.monotonic()
         if not self.should_try(started):
             return self.fallback()
@@ -291,6 +345,12 @@ class AsyncRouter(_Calls):
         return self.fallback()
 
     async def _report(self, method: str, path: str, body: Any = None) -> None:
+        if self._queue is None:
+            self._queue = asyncio.Queue()
+            self._worker = asyncio.create_task(self._work())
+        self._queue.put_nowait((method, path, body))
+
+    async def _send(self, method: str, path: str, body: Any = None) -> None:
         now = time.monotonic()
         if not self.state.registered or not self.should_try(now):
             return

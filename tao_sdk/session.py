@@ -88,6 +88,15 @@ class Session:
         """True while the coordinator is unreachable and calls are routed on their own."""
         return self.state.detached_at is not None or self.config.coordinator is None
 
+    def flush(self) -> None:
+        """Wait until every report sent so far has reached the coordinator (reports leave in the background)."""
+        if self._sync is not None:
+            self._sync.flush()
+
+    async def aflush(self) -> None:
+        if self._async is not None:
+            await self._async.flush()
+
     def sync_router(self) -> SyncRouter:
         if self._sync is None:
             self._sync = SyncRouter(self.config, self.state)

@@ -30,6 +30,12 @@ def core_session(coordinator, session_id):
     return coordinator.service.coordinator.state.sessions.get(session_id)
 
 
+def seen(coordinator, s):
+    """The coordinator's view of session `s`, once the reports it sent in the background have arrived."""
+    s.flush()
+    return core_session(coordinator, s.id)
+
+
 def node_requests(fleet):
     """Finished requests per node, read from each node's own /metrics as a scraper would."""
     counts = []
@@ -55,14 +61,14 @@ def test_openai_calls_go_to_the_assigned_node_and_report_usage(coordinator, flee
                 max_tokens=16,
             )
             assert reply.choices[0].message.content
-        session = core_session(coordinator, s.id)
+        session = seen(coordinator, s)
         assert session.phase is Phase.ADMITTED and session.completed_calls == 3
         assert session.context_tokens == reply.usage.prompt_tokens + reply.usage.completion_tokens
         assigned = int(session.node[-1])
         after = node_requests(fleet)
         assert after[assigned] - before[assigned] == 3
         assert sum(after) - sum(before) == 3
-    assert core_session(coordinator, s.id) is None  # closed on exit
+    assert seen(coordinator, s) is None  # closed on exit
 
 
 def test_streaming_calls_report_usage_and_time_to_first_token(coordinator):
@@ -73,7 +79,7 @@ def test_streaming_calls_report_usage_and_time_to_first_token(coordinator):
         )
         text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
         assert text
-        session = core_session(coordinator, s.id)
+        session = seen(coordinator, s)
         assert session.completed_calls == 1 and session.output_tokens_total == 24
         assert session.context_tokens > 24
 
@@ -89,7 +95,7 @@ def test_anthropic_calls_streaming_and_not(coordinator):
             model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "hello there " * 30 + "again"}]
         ) as stream:
             assert "".join(stream.text_stream)
-        session = core_session(coordinator, s.id)
+        session = seen(coordinator, s)
         assert session.completed_calls == 2 and session.output_tokens_total == 22
         usage = [e for e in session.evidence]
         assert usage and usage[0].tokens == session.context_tokens
@@ -98,19 +104,19 @@ def test_anthropic_calls_streaming_and_not(coordinator):
 def test_tool_hints_arrive(coordinator):
     with open_session(coordinator) as s:
         with s.tool("bash", command="cd repo && sleep 3 && timeout 60 make test", timeout=90):
-            tool = core_session(coordinator, s.id).tools[0]
+            tool = seen(coordinator, s).tools[0]
             hints = tool.hints
             assert (tool.tool, hints.sleep_s, hints.timeout_s, hints.background) == ("bash", 3, 60, False)
 
         @s.tool("grep")
         def search():
-            return core_session(coordinator, s.id).tools[0].tool
+            return seen(coordinator, s).tools[0].tool
 
         assert search() == "grep"
         call = s.tool_start("server", command="python -m http.server &")
-        assert core_session(coordinator, s.id).tools[0].hints.background is True
+        assert seen(coordinator, s).tools[0].hints.background is True
         s.tool_end(call)
-        assert core_session(coordinator, s.id).phase is Phase.READY
+        assert seen(coordinator, s).phase is Phase.READY
         assert len(coordinator.service.coordinator.history.all_samples()) == 3
 
 
@@ -122,6 +128,7 @@ def test_async_clients(coordinator):
                 model=MODEL, messages=[{"role": "user", "content": "async " * 30}], max_tokens=5
             )
             async with s.tool("bash", command="sleep 1"):
+                await s.aflush()
                 assert core_session(coordinator, s.id).tools[0].hints.sleep_s == 1
             anthropic = s.async_anthropic()
             message = await anthropic.messages.create(
@@ -141,7 +148,7 @@ def test_wrapping_a_client_you_built(coordinator, fleet):
     with open_session(coordinator) as s:
         routed = s.wrap(mine)
         routed.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "wrap " * 20}], max_tokens=3)
-        assert core_session(coordinator, s.id).completed_calls == 1
+        assert seen(coordinator, s).completed_calls == 1
 
 
 def test_with_the_coordinator_gone_every_call_still_completes_and_the_log_says_so_once(coordinator, fleet, caplog):
