@@ -10,6 +10,10 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 
 COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
+    ("demo",): (
+        "tao_coordinator.demo.run",
+        "run TAO against a simple baseline on a small fake vLLM fleet with synthetic agents (about a minute)",
+    ),
     ("sim",): (
         "tao_coordinator.sim.cli",
         "replay agent traces through scheduling policies on a simulated vLLM fleet and compare them",

@@ -28,6 +28,7 @@ import httpx2
 
 from . import protocol
 from .errors import NoNodeAvailable
+from .tls import shared_ssl_context
 
 log = logging.getLogger("tao_sdk")
 
@@ -169,13 +170,20 @@ def check(response: httpx2.Response) -> Any:
 REPORT_ERRORS = (httpx2.HTTPError, Unreachable, ValueError)
 
 
+def describe(error: BaseException) -> str:
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
 class SyncRouter(_Calls):
     """Reports (`llm_end`, tool events, heartbeats) are sent by one background thread, in order, so they stay off
     the agent's critical path; `acquire` and `flush` wait until the ones queued before them have been sent."""
 
     def __init__(self, config: SessionConfig, state: SessionState | None = None) -> None:
         super().__init__(config, state)
-        self.http = httpx2.Client(base_url=config.coordinator or "http://unused.invalid", timeout=self.timeout())
+        self.http = httpx2.Client(
+            base_url=config.coordinator or "http://unused.invalid", timeout=self.timeout(), verify=shared_ssl_context()
+        )
         self._queue: queue.Queue[tuple[str, str, Any] | None] = queue.Queue()
         self._worker: threading.Thread | None = None
 
@@ -216,7 +224,7 @@ class SyncRouter(_Calls):
         try:
             self._ensure_registered()
         except REPORT_ERRORS as error:
-            self.detach(str(error), now)
+            self.detach(describe(error), now)
 
     def acquire(self, expected_tokens: int | None) -> Grant:
         self.flush()
@@ -237,7 +245,7 @@ class SyncRouter(_Calls):
                 elif status == 200:
                     return self.granted(answer)
         except REPORT_ERRORS as error:
-            self.detach(str(error), time.monotonic())
+            self.detach(describe(error), time.monotonic())
         return self.fallback()
 
     def _report(self, method: str, path: str, body: Any = None) -> None:
@@ -255,7 +263,7 @@ class SyncRouter(_Calls):
             check(response)
             self.state.heartbeat_due = now + self.state.lease_ttl_s / 3
         except REPORT_ERRORS as error:
-            self.detach(str(error), now)
+            self.detach(describe(error), now)
 
     def llm_end(self, grant: Grant, usage: Any, duration_s: float) -> None:
         if not grant.detached:
@@ -279,7 +287,9 @@ class AsyncRouter(_Calls):
 
     def __init__(self, config: SessionConfig, state: SessionState | None = None) -> None:
         super().__init__(config, state)
-        self.http = httpx2.AsyncClient(base_url=config.coordinator or "http://unused.invalid", timeout=self.timeout())
+        self.http = httpx2.AsyncClient(
+            base_url=config.coordinator or "http://unused.invalid", timeout=self.timeout(), verify=shared_ssl_context()
+        )
         self._queue: asyncio.Queue[tuple[str, str, Any]] | None = None
         self._worker: asyncio.Task[None] | None = None
 
@@ -321,7 +331,7 @@ class AsyncRouter(_Calls):
         try:
             await self._ensure_registered()
         except REPORT_ERRORS as error:
-            self.detach(str(error), now)
+            self.detach(describe(error), now)
 
     async def acquire(self, expected_tokens: int | None) -> Grant:
         await self.flush()
@@ -341,7 +351,7 @@ class AsyncRouter(_Calls):
                 elif status == 200:
                     return self.granted(answer)
         except REPORT_ERRORS as error:
-            self.detach(str(error), time.monotonic())
+            self.detach(describe(error), time.monotonic())
         return self.fallback()
 
     async def _report(self, method: str, path: str, body: Any = None) -> None:
@@ -359,7 +369,7 @@ class AsyncRouter(_Calls):
             check(response)
             self.state.heartbeat_due = now + self.state.lease_ttl_s / 3
         except REPORT_ERRORS as error:
-            self.detach(str(error), now)
+            self.detach(describe(error), now)
 
     async def llm_end(self, grant: Grant, usage: Any, duration_s: float) -> None:
         if not grant.detached:

@@ -22,6 +22,7 @@ from typing import Any
 import httpx2
 
 from .router import AsyncRouter, Grant, SyncRouter
+from .tls import shared_ssl_context
 from .usage import Usage, UsageObserver
 
 MODEL_PATHS = ("/chat/completions", "/completions", "/messages", "/responses")
@@ -99,7 +100,7 @@ class _AsyncObservedStream(httpx2.AsyncByteStream):
 class TaoTransport(httpx2.BaseTransport):
     def __init__(self, router: SyncRouter, inner: httpx2.BaseTransport | None = None) -> None:
         self.router = router
-        self.inner = inner or httpx2.HTTPTransport()
+        self.inner = inner or httpx2.HTTPTransport(verify=shared_ssl_context())
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         request.read()
@@ -131,7 +132,7 @@ class TaoTransport(httpx2.BaseTransport):
 class AsyncTaoTransport(httpx2.AsyncBaseTransport):
     def __init__(self, router: AsyncRouter, inner: httpx2.AsyncBaseTransport | None = None) -> None:
         self.router = router
-        self.inner = inner or httpx2.AsyncHTTPTransport()
+        self.inner = inner or httpx2.AsyncHTTPTransport(verify=shared_ssl_context())
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         await request.aread()

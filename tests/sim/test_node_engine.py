@@ -214,3 +214,29 @@ def test_a_real_time_driver_streams_tokens_progressively_with_the_same_outcome()
     assert got.keys() == expected.keys()
     for request_id, done in expected.items():
         assert got[request_id].time == pytest.approx(done.time, abs=1e-9)
+
+
+def test_kv_events_after_a_preemption_never_repeat_a_block():
+    # a commit that spans two adjacent runs of one sequence (prompt then output, re-prefilled after a preemption)
+    # once made the block table merge into the very pieces the KV-event log was about to publish
+    from tao_coordinator.sim.node import StepCoefficients, cacheable_blocks
+
+    step = StepCoefficients(tp=1, linear_floor_s=0.01, linear_per_token_s=0.0001)
+    engine = NodeEngine(NodeProfile(name="t", step=step, num_gpu_blocks=74))
+    next_id = 0
+    for i, (prompt, output, at) in enumerate(
+        [(157, 283, 3.4275), (25, 149, 3.4720), (203, 253, 3.5095), (96, 73, 3.5925), (283, 309, 3.6389),
+         (125, 73, 3.6536)]
+    ):
+        blocks, full = cacheable_blocks(prompt, output), prompt // 16
+        runs = ((next_id + full, blocks - full),)
+        engine.submit(NodeRequest(f"r{i}", Prompt(prompt, ((next_id, full),)), output, output_block_runs=runs), at)
+        next_id += blocks
+    events = 0
+    while (t := engine.next_event_time()) is not None:
+        for event in engine.advance(t):
+            if isinstance(event, BlockStored):
+                ids = [b for first, n in event.block_runs for b in range(first, first + n)]
+                assert len(ids) == len(set(ids)) == event.block_count, event
+                events += 1
+    assert events > 6

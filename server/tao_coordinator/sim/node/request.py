@@ -156,12 +156,14 @@ class LiveRequest:
         return (self.spec.priority, self.arrival)
 
     def add_held(self, pieces: list[HeldRun]) -> None:
+        """Append to the block table, merging adjacent runs. The table keeps copies: merging must never change the
+        caller's pieces, which the KV-event log still reads (a commit can span two adjacent runs)."""
         for piece in pieces:
             last = self.held[-1] if self.held else None
             if last is not None and last.private == piece.private and last.end == piece.first:
                 last.count += piece.count
             else:
-                self.held.append(piece)
+                self.held.append(HeldRun(piece.first, piece.count, piece.private))
 
     def last_indexed_id(self) -> int | None:
         """The id of the last committed block if this request holds it indexed (not as a private copy)."""

@@ -1,0 +1,153 @@
+"""The aiohttp application of one fake node: vLLM's routes, plus `/fake/policy` to script behaviour at run time.
+
+Routes (§2, §4, §5 of the vLLM reference): `POST /v1/chat/completions`, `/v1/completions`, `/v1/messages`,
+`/v1/messages/count_tokens`, `/tokenize`, `/reset_prefix_cache`; `GET /v1/models`, `/health` (empty 200),
+`/ping` (also POST), `/version`, `/load`, `/metrics`, `/kv_event_sources`. `GET /fake/policy` returns the scripted
+behaviour, `PUT /fake/policy` replaces it (400 naming the problem when invalid). The service starts and stops with
+the application (`cleanup_ctx`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from . import tokenizer
+from .anthropic_api import count_tokens, messages
+from .config import VLLM_VERSION, FakeNodeConfig
+from .errors import BadRequest, error_middleware
+from .http_common import SERVICE, check_model, dumps
+from .metrics import CONTENT_TYPE
+from .openai_api import chat_completions, completions
+from .policy import Policy
+from .schemas import ChatCompletionRequest, TokenizeRequest, parse_body
+from .service import NodeService
+from .template import render_chat
+
+
+async def health(request: web.Request) -> web.Response:
+    """Empty 200 while the engine loop runs; 503 once it died (vLLM: EngineDeadError)."""
+    return web.Response(status=200 if request.app[SERVICE].driver.alive else 503)
+
+
+async def version(request: web.Request) -> web.Response:
+    return web.json_response({"version": VLLM_VERSION})
+
+
+async def load(request: web.Request) -> web.Response:
+    return web.json_response({"server_load": request.app[SERVICE].driver.in_flight})
+
+
+async def models(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    name = service.config.served_model_name
+    permission = {
+        "id": f"modelperm-{name}",
+        "object": "model_permission",
+        "created": int(service.started),
+        "allow_create_engine": False,
+        "allow_sampling": True,
+        "allow_logprobs": True,
+        "allow_search_indices": False,
+        "allow_view": True,
+        "allow_fine_tuning": False,
+        "organization": "*",
+        "group": None,
+        "is_blocking": False,
+    }
+    card = {
+        "id": name,
+        "object": "model",
+        "created": int(service.started),
+        "owned_by": "vllm",
+        "root": name,
+        "parent": None,
+        "max_model_len": service.max_model_len,
+        "permission": [permission],
+    }
+    return web.json_response({"object": "list", "data": [card]}, dumps=dumps)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    body = request.app[SERVICE].metrics.render()
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+
+
+async def kv_event_sources(request: web.Request) -> web.Response:
+    """vLLM ≥ 0.31: a bare list with one publisher per data-parallel rank (empty without KV events)."""
+    publisher = request.app[SERVICE].publisher
+    if publisher is None:
+        return web.json_response([])
+    source = {
+        "data_parallel_rank": 0,
+        "endpoint": publisher.endpoint,
+        "replay_endpoint": publisher.replay_endpoint,
+        "topic": publisher.config.topic,
+    }
+    return web.json_response([source])
+
+
+async def reset_prefix_cache(request: web.Request) -> web.Response:
+    if not request.app[SERVICE].reset_prefix_cache():
+        raise BadRequest("Failed to reset prefix cache: some blocks are still in use by running requests")
+    return web.Response(status=200)
+
+
+async def tokenize(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    body = parse_body(await request.read(), TokenizeRequest)
+    check_model(service, body.model)
+    if body.messages is not None:
+        chat = ChatCompletionRequest.model_validate({"messages": body.messages, "tools": body.tools})
+        text = render_chat(chat.messages, chat.tools)
+    elif body.prompt is not None:
+        text = body.prompt
+    else:
+        raise BadRequest("tokenize: give either 'prompt' or 'messages'")
+    tokens = tokenizer.encode(text)
+    return web.json_response({"count": len(tokens), "max_model_len": service.max_model_len, "tokens": tokens})
+
+
+async def get_policy(request: web.Request) -> web.Response:
+    return web.json_response(request.app[SERVICE].policy.model_dump(exclude_none=True))
+
+
+async def put_policy(request: web.Request) -> web.Response:
+    try:
+        policy = Policy.model_validate_json(await request.read())
+    except ValidationError as error:
+        raise BadRequest(f"invalid policy: {error}") from None
+    request.app[SERVICE].policy = policy
+    return web.json_response(policy.model_dump(exclude_none=True))
+
+
+def create_app(config: FakeNodeConfig) -> web.Application:
+    app = web.Application(middlewares=[error_middleware], client_max_size=256 * 1024 * 1024)
+    app[SERVICE] = NodeService(config)
+
+    async def lifecycle(app: web.Application) -> AsyncIterator[None]:
+        await app[SERVICE].start()
+        yield
+        await app[SERVICE].stop()
+
+    app.cleanup_ctx.append(lifecycle)
+    routes = app.router
+    routes.add_post("/v1/chat/completions", chat_completions)
+    routes.add_post("/v1/completions", completions)
+    routes.add_post("/v1/messages", messages)
+    routes.add_post("/v1/messages/count_tokens", count_tokens)
+    routes.add_post("/tokenize", tokenize)
+    routes.add_post("/reset_prefix_cache", reset_prefix_cache)
+    routes.add_get("/v1/models", models)
+    routes.add_get("/health", health)
+    routes.add_get("/ping", health)
+    routes.add_post("/ping", health)
+    routes.add_get("/version", version)
+    routes.add_get("/load", load)
+    routes.add_get("/metrics", metrics)
+    routes.add_get("/kv_event_sources", kv_event_sources)
+    routes.add_get("/fake/policy", get_policy)
+    routes.add_put("/fake/policy", put_policy)
+    return app

@@ -1,0 +1,147 @@
+"""`tao fake-vllm`: serve one fake vLLM node until SIGINT/SIGTERM.
+
+    tao fake-vllm --port 8000 --profile h100-tp2 --time-scale 10 \\
+        --kv-events-endpoint tcp://127.0.0.1:5557 --kv-events-replay-endpoint tcp://127.0.0.1:5558 \\
+        --kv-events-encoding map --policy script.json --served-model-name Qwen/Qwen3-32B
+
+`--kv-events-endpoint` binds the PUB socket (add `--kv-events-connect` to connect it instead); vLLM's own
+`--kv-events-config '{"enable_kv_cache_events": true, "endpoint": ..., ...}'` is accepted too and then follows
+vLLM's rule (bind when the address has `*`/`::` or is ipc/inproc, else connect). `--profile-file` reads node
+profiles from a TOML file (one table per profile, fields of `NodeProfile` with a `step` sub-table). Prints one
+line with the URL once the server accepts connections.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import signal
+import sys
+import tomllib
+from pathlib import Path
+
+import zmq
+
+from ..sim.node import BUILTIN_PROFILES, NodeProfile, profile_by_name, profile_from_mapping
+from .config import DEFAULT_MODEL, VLLM_VERSION, FakeNodeConfig
+from .fleet import FakeNode
+from .kv_publisher import KvEventsConfig
+from .kv_wire import ENCODINGS
+from .policy import load_policy
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--profile", default="h100-tp2", help=f"node profile; built in: {', '.join(BUILTIN_PROFILES)}")
+    parser.add_argument("--profile-file", type=Path, help="TOML file of extra node profiles")
+    parser.add_argument("--max-model-len", type=int, help="override the profile's max_model_len")
+    parser.add_argument("--time-scale", type=float, default=1.0, help="engine seconds per wall second")
+    parser.add_argument("--served-model-name", default=DEFAULT_MODEL)
+    parser.add_argument("--accept-any-model", action="store_true", help="do not answer 404 to other model names")
+    parser.add_argument("--scheduling-policy", choices=("fcfs", "priority"), default="fcfs")
+    parser.add_argument("--policy", type=Path, help="scripted behaviour (JSON or TOML), see docs/fake-vllm.md")
+    parser.add_argument("--kv-events-endpoint", help="ZMQ PUB address to bind, e.g. tcp://127.0.0.1:5557")
+    parser.add_argument("--kv-events-replay-endpoint", help="ZMQ ROUTER address for replay requests")
+    parser.add_argument("--kv-events-topic", default="")
+    parser.add_argument("--kv-events-connect", action="store_true", help="connect the PUB socket instead of binding")
+    parser.add_argument("--kv-events-config", help="vLLM's KVEventsConfig as JSON (alternative to the flags above)")
+    parser.add_argument(
+        "--kv-events-encoding", choices=ENCODINGS, default="map", help="map: vLLM >= 0.24; array: <= 0.23"
+    )
+    parser.add_argument(
+        "--kv-events-legacy-replay", action="store_true", help="replay replies without the topic frame (vLLM <= 0.25)"
+    )
+    parser.add_argument("--disable-prompt-tokens-details", action="store_true", help="omit cached_tokens from usage")
+    parser.add_argument("--tick", type=float, default=0.02, help="engine loop tick in wall seconds while busy")
+
+
+def _profile(args: argparse.Namespace) -> NodeProfile:
+    extra: dict[str, NodeProfile] = {}
+    if args.profile_file is not None:
+        tables = tomllib.loads(args.profile_file.read_text(encoding="utf-8"))
+        extra = {name: profile_from_mapping(name, table) for name, table in tables.items()}
+    profile = profile_by_name(args.profile, extra)
+    if args.max_model_len is not None:
+        profile = dataclasses.replace(profile, max_model_len=args.max_model_len)
+    return profile
+
+
+def _kv_events(args: argparse.Namespace) -> KvEventsConfig | None:
+    replay_topic = not args.kv_events_legacy_replay
+    if args.kv_events_config is not None:
+        raw = json.loads(args.kv_events_config)
+        if not raw.get("enable_kv_cache_events", False):
+            return None
+        endpoint = str(raw.get("endpoint", "tcp://*:5557"))
+        binds = "*" in endpoint or "::" in endpoint or endpoint.startswith(("ipc://", "inproc://"))
+        return KvEventsConfig(
+            endpoint=endpoint,
+            replay_endpoint=raw.get("replay_endpoint"),
+            topic=str(raw.get("topic", "")),
+            buffer_steps=int(raw.get("buffer_steps", 10_000)),
+            hwm=int(raw.get("hwm", 100_000)),
+            replay_topic=replay_topic,
+            connect=not binds,
+        )
+    if args.kv_events_endpoint is None:
+        return None
+    return KvEventsConfig(
+        endpoint=args.kv_events_endpoint,
+        replay_endpoint=args.kv_events_replay_endpoint,
+        topic=args.kv_events_topic,
+        replay_topic=replay_topic,
+        connect=args.kv_events_connect,
+    )
+
+
+def build_config(args: argparse.Namespace) -> FakeNodeConfig:
+    return FakeNodeConfig(
+        profile=_profile(args),
+        served_model_name=args.served_model_name,
+        time_scale=args.time_scale,
+        scheduling_policy=args.scheduling_policy,
+        host=args.host,
+        port=args.port,
+        kv_events=_kv_events(args),
+        kv_events_encoding=args.kv_events_encoding,
+        policy=load_policy(args.policy) if args.policy is not None else FakeNodeConfig().policy,
+        enable_prompt_tokens_details=not args.disable_prompt_tokens_details,
+        strict_model_name=not args.accept_any_model,
+        tick_seconds=args.tick,
+    )
+
+
+async def serve(config: FakeNodeConfig) -> None:
+    node = await FakeNode(config).start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    profile = node.service.profile
+    events = f"; KV events on {node.kv_endpoint}" if node.kv_endpoint else ""
+    print(
+        f"fake vLLM {VLLM_VERSION} serving {config.served_model_name} on {node.url} "
+        f"(profile {profile.name}, {profile.num_gpu_blocks} blocks, time scale {config.time_scale}){events}",
+        flush=True,
+    )
+    try:
+        await stop.wait()
+    finally:
+        await node.stop()
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = build_config(args)
+    except (OSError, ValueError, KeyError) as error:
+        print(f"tao fake-vllm: {error}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(serve(config))
+    except (OSError, zmq.ZMQError) as error:
+        print(f"tao fake-vllm: {error}", file=sys.stderr)
+        return 1
+    return 0

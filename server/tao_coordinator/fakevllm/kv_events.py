@@ -1,0 +1,102 @@
+"""From the node model's logical KV events (block-id runs) to vLLM's per-block events (hashes and token ids).
+
+The server registers every request's token sequence (prompt, then the answer it will generate), the chained hashes
+of its cacheable blocks and the ids the registry gave them, before submitting it. A node `BlockStored` names a
+request and the index of its first block, which locates the hashes and tokens; a `BlockRemoved` names ids, whose
+hashes the registry still holds (they are cached until that very event).
+
+One wire batch per engine step, as vLLM publishes one per step that produced events: events of equal time form a
+batch, in the node's order. vLLM emits one `BlockRemoved` per evicted block and one `BlockStored` per stored run of a
+request; so does this translation. The registry is kept up to date whether or not anyone publishes the events.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..sim.node import AllBlocksCleared, BlockRemoved, BlockStored, NodeEvent
+from ..sim.prompt import BlockRun
+from .block_ids import BlockIdRegistry
+from .hashing import event_extra_keys, external
+from .kv_wire import ClearedEvent, RemovedEvent, StoredEvent, WireEvent
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class SequenceRecord:
+    """What the server knows of a submitted request's sequence."""
+
+    tokens: list[int]
+    """Prompt tokens followed by every output token the request will generate."""
+    hashes: list[bytes]
+    """Chained hashes of the sequence's cacheable full blocks."""
+    ids: list[int]
+    """The registry's ids for `hashes`, position by position."""
+    cache_salt: str | None
+
+
+def _ids(runs: Sequence[BlockRun]) -> list[int]:
+    return [block_id for first, count in runs for block_id in range(first, first + count)]
+
+
+class KvTranslator:
+    def __init__(self, registry: BlockIdRegistry, block_size: int, *, wire: bool) -> None:
+        self._registry = registry
+        self._block_size = block_size
+        self._wire = wire
+        self._records: dict[str, SequenceRecord] = {}
+
+    def register(self, request_id: str, record: SequenceRecord) -> None:
+        self._records[request_id] = record
+
+    def forget(self, request_id: str) -> None:
+        record = self._records.pop(request_id, None)
+        if record is not None:
+            self._registry.release(record.ids)
+
+    def translate(self, events: Sequence[NodeEvent]) -> list[tuple[float, list[WireEvent]]]:
+        """Wire batches (step time, events) for the KV events among `events`; empty unless publishing."""
+        batches: list[tuple[float, list[WireEvent]]] = []
+        for event in events:
+            wire = self._translate_one(event)
+            if not wire:
+                continue
+            if batches and batches[-1][0] == event.time:
+                batches[-1][1].extend(wire)
+            else:
+                batches.append((event.time, wire))
+        return batches
+
+    def _translate_one(self, event: NodeEvent) -> list[WireEvent]:
+        if isinstance(event, BlockStored):
+            return self._stored(event)
+        if isinstance(event, BlockRemoved):
+            hashes = [self._registry.removed(block_id) for block_id in _ids(event.block_runs)]
+            return [RemovedEvent([external(block_hash)]) for block_hash in hashes] if self._wire else []
+        if isinstance(event, AllBlocksCleared):
+            self._registry.cleared()
+            return [ClearedEvent()] if self._wire else []
+        return []
+
+    def _stored(self, event: BlockStored) -> list[WireEvent]:
+        record = self._records[event.request_id]
+        first, ids = event.first_block_index, _ids(event.block_runs)
+        hashes = record.hashes[first : first + len(ids)]
+        for block_id, block_hash in zip(ids, hashes, strict=True):
+            self._registry.stored(block_id, block_hash)
+        if not self._wire:
+            return []
+        size = self._block_size
+        parent = external(record.hashes[first - 1]) if first else None
+        stored = StoredEvent(
+            block_hashes=[external(block_hash) for block_hash in hashes],
+            parent_block_hash=parent,
+            token_ids=record.tokens[first * size : (first + len(ids)) * size],
+            block_size=size,
+            extra_keys=event_extra_keys(record.cache_salt, first, len(ids)),
+            session_id=event.session_id,
+        )
+        return [stored]

@@ -1,0 +1,104 @@
+"""KV-cache events in vLLM's msgpack wire format (§3.3–3.4 of the vLLM reference), in both encodings.
+
+A batch is always the positional array `[ts, events, data_parallel_rank]`. Each event is a tagged struct with vLLM
+0.33's fields, in 0.33's order:
+* `map` (vLLM ≥ 0.24, the default): `{"type": "BlockStored", ...}`; fields without a default are always present
+  (null included), defaulted fields only when not null (msgspec `omit_defaults`);
+* `array` (vLLM ≤ 0.23): `["BlockStored", ...]` positionally, trailing null defaulted fields dropped. Fields newer
+  than 0.23 (`locality`, `ownership`, `session_id`, ...) keep their 0.33 positions after the older ones, so a
+  positional ≤ 0.23 consumer that ignores extra trailing elements (the reference's decoder rule) reads it fine.
+
+Constant field values are those of a plain dense model on GPU: `medium="GPU"`, `lora_id`/`lora_name` null,
+`group_idx=0`, `kv_cache_spec_kind="full_attention"`. Hashes are unsigned 64-bit ints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import msgspec
+
+Encoding = Literal["map", "array"]
+ENCODINGS: tuple[Encoding, ...] = ("map", "array")
+MEDIUM_GPU = "GPU"
+_encoder = msgspec.msgpack.Encoder()
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    block_hashes: list[int]
+    parent_block_hash: int | None
+    token_ids: list[int]
+    block_size: int
+    extra_keys: list[tuple[str, ...] | None]
+    session_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RemovedEvent:
+    block_hashes: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class ClearedEvent:
+    pass
+
+
+WireEvent = StoredEvent | RemovedEvent | ClearedEvent
+_Fields = list[tuple[str, Any, bool]]  # (name, value, has_default)
+
+
+def _stored_fields(event: StoredEvent) -> _Fields:
+    return [
+        ("block_hashes", event.block_hashes, False),
+        ("parent_block_hash", event.parent_block_hash, False),
+        ("token_ids", event.token_ids, False),
+        ("block_size", event.block_size, False),
+        ("lora_id", None, False),
+        ("medium", MEDIUM_GPU, False),
+        ("lora_name", None, False),
+        ("extra_keys", event.extra_keys, True),
+        ("group_idx", 0, True),
+        ("kv_cache_spec_kind", "full_attention", True),
+        ("kv_cache_spec_sliding_window", None, True),
+        ("locality", None, True),
+        ("ownership", None, True),
+        ("session_id", event.session_id, True),
+        ("lookahead_token_ids", None, True),
+    ]
+
+
+def _removed_fields(event: RemovedEvent) -> _Fields:
+    return [
+        ("block_hashes", event.block_hashes, False),
+        ("medium", MEDIUM_GPU, False),
+        ("group_idx", 0, True),
+        ("locality", None, True),
+        ("ownership", None, True),
+    ]
+
+
+def _tagged(tag: str, fields: _Fields, encoding: Encoding) -> Any:
+    if encoding == "map":
+        body: dict[str, Any] = {"type": tag}
+        body.update((name, value) for name, value, defaulted in fields if not (defaulted and value is None))
+        return body
+    while fields and fields[-1][2] and fields[-1][1] is None:
+        fields = fields[:-1]
+    return [tag, *(value for _, value, _ in fields)]
+
+
+def event_body(event: WireEvent, encoding: Encoding) -> Any:
+    if isinstance(event, StoredEvent):
+        return _tagged("BlockStored", _stored_fields(event), encoding)
+    if isinstance(event, RemovedEvent):
+        return _tagged("BlockRemoved", _removed_fields(event), encoding)
+    return _tagged("AllBlocksCleared", [], encoding)
+
+
+def encode_batch(ts: float, events: Sequence[WireEvent], encoding: Encoding, data_parallel_rank: int = 0) -> bytes:
+    if encoding not in ENCODINGS:
+        raise ValueError(f"KV-event encoding: expected one of {ENCODINGS}, got {encoding!r}")
+    return _encoder.encode([ts, [event_body(event, encoding) for event in events], data_parallel_rank])
