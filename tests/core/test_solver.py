@@ -143,3 +143,16 @@ def test_empty_problems(budget):
 def test_malformed_problems_are_named(problem, message):
     with pytest.raises(ValueError, match=message):
         problem.validate()
+
+
+def test_all_fit_spreads_sessions_without_credit_across_nodes():
+    items = tuple(Item(10, (0, 1, 10, 0)) for _ in range(6))
+    solution = solve_all_fit(Problem(items, (100, 100, 100)))
+    assert solution is not None and sorted(solution.assignment) == [0, 0, 1, 1, 2, 2]
+
+
+def test_all_fit_packs_tightly_when_spreading_would_not_fit():
+    # spreading the two 5s over both nodes leaves no node for the 10
+    items = (Item(5, (0, 1, 5, 0)), Item(5, (0, 1, 5, 0)), Item(10, (0, 1, 10, 0)))
+    solution = solve_all_fit(Problem(items, (10, 10)))
+    assert solution is not None and None not in solution.assignment

@@ -84,14 +84,19 @@ def _measure(coordinator: str, node_url: str, calls: int) -> dict[str, list[floa
 
     import tao_sdk
 
-    messages = [{"role": "user", "content": "benchmark " * 50}]
+    messages: Any = [{"role": "user", "content": "benchmark " * 50}]
     direct = openai.OpenAI(base_url=node_url + "/v1", api_key="x")
     with tao_sdk.session(coordinator) as session:
         node = _Stopwatch(httpx2.HTTPTransport())
         sdk = _Stopwatch(TaoTransport(session.sync_router(), node))
         routed = openai.OpenAI(base_url=PLACEHOLDER_OPENAI, api_key="x", http_client=httpx2.Client(transport=sdk))
-        direct_call = lambda: direct.chat.completions.create(model=MODEL, messages=messages, max_tokens=1)  # noqa: E731
-        routed_call = lambda: routed.chat.completions.create(model=MODEL, messages=messages, max_tokens=1)  # noqa: E731
+
+        def direct_call() -> None:
+            direct.chat.completions.create(model=MODEL, messages=messages, max_tokens=1)
+
+        def routed_call() -> None:
+            routed.chat.completions.create(model=MODEL, messages=messages, max_tokens=1)
+
         for _ in range(10):
             direct_call()
             routed_call()

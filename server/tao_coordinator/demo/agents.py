@@ -42,10 +42,18 @@ class AgentRecord:
     error: str | None = None
 
 
+def _vocabulary(size: int = 20_000) -> list[str]:
+    rng = random.Random("vocabulary")
+    return ["".join(rng.choices(string.ascii_lowercase, k=rng.randint(1, 4))) for _ in range(size)]
+
+
+VOCABULARY = _vocabulary()
+
+
 def words(rng: random.Random, count: int) -> str:
-    """`count` tokens of text: lowercase words of 1–4 letters, space-separated."""
-    letters = string.ascii_lowercase
-    return " ".join("".join(rng.choices(letters, k=rng.randint(1, 4))) for _ in range(max(0, count)))
+    """`count` tokens of text: lowercase words of 1–4 letters, space-separated (one C-level draw: an agent's
+    first prompt must not hold up the event loop the other agents share)."""
+    return " ".join(rng.choices(VOCABULARY, k=max(0, count)))
 
 
 SYSTEM_PROMPT = "You are a careful coding agent. " + words(random.Random("system"), SYSTEM_PROMPT_TOKENS)

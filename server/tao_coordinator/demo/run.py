@@ -1,10 +1,12 @@
 """`tao demo`: the embedded default — TAO against a simple baseline on a small fake fleet, in about a minute.
 
-For each policy, from cold: two fake vLLM nodes (H100 TP1 profile: 36,592 KV tokens each, engine sped up
-`--time-scale` times), a real coordinator in its own process (loopback, no auth), and `--sessions` synthetic
-Claude-Code-like agents (`sim.workloads.generate`, scaled down) running at once through the SDK. Then: task latency,
-time to first token and throughput as the agents measured them (wall-clock seconds of the demo), and the nodes' own
-prefix-cache hit rate from their `/metrics`.
+For each policy, from cold: two fake vLLM nodes (H100 TP2 profile for a 32B model: 322,256 KV tokens each, engine
+sped up `--time-scale` times), a real coordinator in its own process (loopback, no auth), and `--sessions` synthetic
+Claude-Code-like agents running at once through the SDK. The workload (`sim.workloads.generate`) keeps half the
+real prompt sizes (about 30k tokens on average, so the sessions' contexts press on the fleet's KV capacity and a
+cache miss costs a real prefill) but only 15% of the turns and 8% of the tool time, so a run lasts seconds. Then:
+task latency, time to first token and throughput as the agents measured them (wall-clock seconds of the demo), and
+the nodes' own prefix-cache hit rate from their `/metrics`.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from ..sim.metrics import mean, percentile
 from ..sim.workloads import SessionScript, Workload, generate
 from .agents import AgentRecord, run_agent
 
+PROFILE = "h100-tp2"
+
 
 @dataclass(frozen=True)
 class DemoResult:
@@ -50,15 +54,17 @@ class DemoResult:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policies", default="tao,round-robin", help="policies to compare (tao,round-robin)")
-    parser.add_argument("--sessions", type=int, default=24, help="agent sessions, all running at once (24)")
+    parser.add_argument("--sessions", type=int, default=16, help="agent sessions, all running at once (16)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic workload (0)")
-    parser.add_argument("--time-scale", type=float, default=4.0, help="how much faster than an H100 the nodes run (4)")
+    parser.add_argument(
+        "--time-scale", type=float, default=16.0, help="how much faster than an H100 the nodes run (16)"
+    )
     parser.add_argument("--json", type=Path, help="write the results as JSON to this file")
 
 
 def demo_workload(sessions: int, seed: int) -> Workload:
     return generate(
-        "claude-code", sessions=sessions, seed=seed, scale=1 / 48, turn_scale=0.25, time_scale=0.08, max_context=16_384
+        "claude-code", sessions=sessions, seed=seed, scale=0.5, turn_scale=0.15, time_scale=0.08, max_context=250_000
     )
 
 
@@ -75,7 +81,7 @@ def _hit_rate(urls: list[str]) -> float:
 
 
 def run_policy(policy: str, workload: Workload, time_scale: float, progress: Progress) -> DemoResult:
-    config = FakeNodeConfig(profile="h100-tp1", time_scale=time_scale)
+    config = FakeNodeConfig(profile=PROFILE, time_scale=time_scale)
     with ThreadedFleet(2, config, kv_events=False) as fleet, tempfile.TemporaryDirectory() as state:
         port = _free_port()
         command = [sys.executable, "-m", "tao_sdk.cli", "coordinator", "--insecure-no-auth", "--port", str(port)]
@@ -94,12 +100,12 @@ def run_policy(policy: str, workload: Workload, time_scale: float, progress: Pro
     return _summarize(policy, records, hit_rate)
 
 
-async def _run_agents(
-    workload: Workload, coordinator: str, time_scale: float, progress: Progress
-) -> list[AgentRecord]:
+async def _run_agents(workload: Workload, coordinator: str, time_scale: float, progress: Progress) -> list[AgentRecord]:
     def open_session(script: SessionScript) -> tao_sdk.Session:
         context = tao_sdk.AgentContext(harness="demo", shared_prefix_tokens=script.meta.shared_prefix_tokens)
-        return tao_sdk.session(coordinator, context=context, session_id=script.id, max_wait_s=120)
+        return tao_sdk.session(
+            coordinator, context=context, session_id=script.id, max_wait_s=120, connect_timeout_s=2.0
+        )
 
     records = [AgentRecord(time.monotonic()) for _ in workload.scripts]
     await asyncio.gather(
@@ -143,13 +149,13 @@ def render(results: list[DemoResult]) -> str:
             f"{r.ttft_p90_s:<6.2f}{r.throughput_tok_s:>14.0f}{r.prefix_hit_rate:>12.1%}"
         )
     if len(results) >= 2:
-        tao_result, other = results[0], results[1]
+        ours, other = results[0], results[1]
         lines.append("")
         lines.append(
-            f"{tao_result.policy} against {other.policy}: task latency {_change(tao_result.latency_mean_s, other.latency_mean_s)}, "
-            f"TTFT {_change(tao_result.ttft_mean_s, other.ttft_mean_s)}, throughput "
-            f"{_change(tao_result.throughput_tok_s, other.throughput_tok_s)}, prefix hit rate "
-            f"{(tao_result.prefix_hit_rate - other.prefix_hit_rate) * 100:+.1f} points"
+            f"{ours.policy} against {other.policy}: task latency {_change(ours.latency_mean_s, other.latency_mean_s)}, "
+            f"TTFT {_change(ours.ttft_mean_s, other.ttft_mean_s)}, throughput "
+            f"{_change(ours.throughput_tok_s, other.throughput_tok_s)}, prefix hit rate "
+            f"{(ours.prefix_hit_rate - other.prefix_hit_rate) * 100:+.1f} points"
         )
     failed = sum(r.failed_agents for r in results)
     if failed:
@@ -168,9 +174,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     workload = demo_workload(args.sessions, args.seed)
     requests = sum(len(s.requests) for s in workload.scripts)
+    capacity = FakeNodeConfig(profile=PROFILE).node_profile().capacity_tokens
     print(
-        f"TAO demo: 2 fake vLLM nodes (H100 TP1 profile, 36,592 KV tokens each, {args.time_scale:g}× faster), "
-        f"{len(workload.scripts)} agent sessions at once, {requests} LLM calls per policy"
+        f"TAO demo: 2 fake vLLM nodes ({PROFILE}, {capacity:,} KV tokens each, {args.time_scale:g}× faster than the "
+        f"real GPU), {len(workload.scripts)} agent sessions at once, {requests} LLM calls per policy"
     )
     results = []
     for policy in policies:

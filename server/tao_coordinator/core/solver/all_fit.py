@@ -4,6 +4,11 @@ The sum of every item's best value is an upper bound on any plan's objective. If
 optimal, whatever the DP would have found; when capacity is not contended (the common case on a healthy fleet) this
 answers in O(n log n + n·m) without building any table. Items that fit on no node are left out first (exactly: they
 can never be placed). A failed packing proves nothing, and the caller moves on to the DP.
+
+Among the optimal plans it prefers a spread one: items that may go to several nodes go to the one with the most
+room left (worst fit), so sessions without cache credit anywhere are balanced across nodes instead of piled on the
+fullest — the value cannot see compute load, but a node serving half the fleet decodes slower. Only when spreading
+fails to fit everything is the tightest packing (best fit) tried.
 """
 
 from __future__ import annotations
@@ -15,6 +20,10 @@ def solve_all_fit(problem: Problem) -> Solution | None:
     placeable_weight = sum(item.weight for item in problem.items if problem.fits_somewhere(item))
     if placeable_weight > sum(problem.capacities):
         return None
+    return _pack(problem, spread=True) or _pack(problem, spread=False)
+
+
+def _pack(problem: Problem, spread: bool) -> Solution | None:
     node_count = len(problem.capacities)
     remaining = list(problem.capacities)
     assignment: list[int | None] = [None] * len(problem.items)
@@ -32,25 +41,28 @@ def solve_all_fit(problem: Problem) -> Solution | None:
     pinned.sort(key=lambda entry: (len(entry[1]), -problem.items[entry[0]].weight))
     free.sort(key=lambda entry: -problem.items[entry[0]].weight)
     for i, allowed in pinned:
-        if not _place_best_fit(i, problem.items[i].weight, allowed, remaining, assignment):
+        if not _place(problem.items[i].weight, allowed, remaining, spread, assignment, i):
             return None
     all_nodes = list(range(node_count))
     for i, excluded in free:
         allowed = [b for b in all_nodes if b not in excluded] if excluded else all_nodes
-        if not _place_best_fit(i, problem.items[i].weight, allowed, remaining, assignment):
+        if not _place(problem.items[i].weight, allowed, remaining, spread, assignment, i):
             return None
     return Solution(tuple(assignment), problem.objective(assignment), "all-fit")
 
 
-def _place_best_fit(
-    i: int, weight: int, allowed: list[int], remaining: list[int], assignment: list[int | None]
+def _place(
+    weight: int, allowed: list[int], remaining: list[int], spread: bool, assignment: list[int | None], i: int
 ) -> bool:
-    best_node = -1
+    """Put item i on the allowed node with the most room (spread) or the least room that still fits."""
+    chosen = -1
     for b in allowed:
-        if remaining[b] >= weight and (best_node < 0 or remaining[b] < remaining[best_node]):
-            best_node = b
-    if best_node < 0:
+        if remaining[b] < weight:
+            continue
+        if chosen < 0 or (remaining[b] > remaining[chosen] if spread else remaining[b] < remaining[chosen]):
+            chosen = b
+    if chosen < 0:
         return False
-    remaining[best_node] -= weight
-    assignment[i] = best_node
+    remaining[chosen] -= weight
+    assignment[i] = chosen
     return True
