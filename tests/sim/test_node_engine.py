@@ -225,8 +225,14 @@ def test_kv_events_after_a_preemption_never_repeat_a_block():
     engine = NodeEngine(NodeProfile(name="t", step=step, num_gpu_blocks=74))
     next_id = 0
     for i, (prompt, output, at) in enumerate(
-        [(157, 283, 3.4275), (25, 149, 3.4720), (203, 253, 3.5095), (96, 73, 3.5925), (283, 309, 3.6389),
-         (125, 73, 3.6536)]
+        [
+            (157, 283, 3.4275),
+            (25, 149, 3.4720),
+            (203, 253, 3.5095),
+            (96, 73, 3.5925),
+            (283, 309, 3.6389),
+            (125, 73, 3.6536),
+        ]
     ):
         blocks, full = cacheable_blocks(prompt, output), prompt // 16
         runs = ((next_id + full, blocks - full),)
