@@ -2,6 +2,7 @@
 
 import asyncio
 import threading
+import time
 
 import anthropic
 import httpx2
@@ -61,35 +62,42 @@ def sessions(coordinator):
     return coordinator.service.coordinator.state.sessions
 
 
+def settled(coordinator, session_id, calls):
+    """The proxy reports after the response has reached the client: wait for the report to arrive."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        session = sessions(coordinator).get(session_id)
+        if session is not None and session.completed_calls >= calls:
+            return session
+        time.sleep(0.01)
+    raise AssertionError(f"{session_id} did not report {calls} calls")
+
+
 def test_openai_through_the_proxy_is_routed_and_reported(proxy, coordinator):
-    client = openai.OpenAI(
-        base_url=proxy.url + "/v1",
-        api_key="x",
-        default_headers={"x-session-affinity": "ses_opencode_1", "x-agent-harness": "opencode"},
-    )
-    client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi " * 40}], max_tokens=4)
-    stream = client.chat.completions.create(
-        model=MODEL, messages=[{"role": "user", "content": "hi " * 40 + "more"}], max_tokens=6, stream=True
-    )
-    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
-    session = sessions(coordinator)["ses_opencode_1"]
+    headers = {"x-session-affinity": "ses_opencode_1", "x-agent-harness": "opencode"}
+    with openai.OpenAI(base_url=proxy.url + "/v1", api_key="x", default_headers=headers) as client:
+        client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi " * 40}], max_tokens=4)
+        stream = client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "hi " * 40 + "more"}], max_tokens=6, stream=True
+        )
+        assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    session = settled(coordinator, "ses_opencode_1", 2)
     assert session.context.harness == "opencode"
     assert (session.completed_calls, session.output_tokens_total) == (2, 10)
     assert session.last_node == session.node
 
 
 def test_anthropic_through_the_proxy_reports_cached_tokens(proxy, coordinator):
-    client = anthropic.Anthropic(
-        base_url=proxy.url, api_key="x", default_headers={"X-Claude-Code-Session-Id": "cc-session-7"}
-    )
+    headers = {"X-Claude-Code-Session-Id": "cc-session-7"}
     prompt = "a long shared context " * 100
-    client.messages.create(model=MODEL, max_tokens=4, messages=[{"role": "user", "content": prompt}])
-    with client.messages.stream(
-        model=MODEL, max_tokens=4, messages=[{"role": "user", "content": prompt + " and more"}]
-    ) as stream:
-        final = stream.get_final_message()
+    with anthropic.Anthropic(base_url=proxy.url, api_key="x", default_headers=headers) as client:
+        client.messages.create(model=MODEL, max_tokens=4, messages=[{"role": "user", "content": prompt}])
+        with client.messages.stream(
+            model=MODEL, max_tokens=4, messages=[{"role": "user", "content": prompt + " and more"}]
+        ) as stream:
+            final = stream.get_final_message()
     assert final.usage.cache_read_input_tokens > 0
-    session = sessions(coordinator)["cc-session-7"]
+    session = settled(coordinator, "cc-session-7", 2)
     assert session.completed_calls == 2
     assert session.evidence[0].tokens == session.context_tokens
 
@@ -116,9 +124,11 @@ def test_hook_events_are_relayed_with_the_proxys_session_token(proxy, coordinato
 
 
 def test_without_a_coordinator_the_proxy_routes_on_its_own(fleet):
-    with ThreadedProxy(ProxyConfig("http://127.0.0.1:9", fallback_nodes=tuple(fleet.urls))) as proxy:
-        client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="x", max_retries=0)
+    config = ProxyConfig("http://127.0.0.1:9", fallback_nodes=tuple(fleet.urls))
+    with (
+        ThreadedProxy(config) as proxy,
+        openai.OpenAI(base_url=proxy.url + "/v1", api_key="x", max_retries=0) as client,
+    ):
         reply = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}], max_tokens=2)
         assert reply.usage.completion_tokens == 2
-        models = openai.OpenAI(base_url=proxy.url + "/v1", api_key="x").models.list()
-        assert [m.id for m in models.data] == [MODEL]
+        assert [m.id for m in client.models.list().data] == [MODEL]

@@ -144,8 +144,7 @@ def test_async_clients(coordinator):
 def test_wrapping_a_client_you_built(coordinator, fleet):
     import openai
 
-    mine = openai.OpenAI(base_url=fleet.urls[0] + "/v1", api_key="x")
-    with open_session(coordinator) as s:
+    with openai.OpenAI(base_url=fleet.urls[0] + "/v1", api_key="x") as mine, open_session(coordinator) as s:
         routed = s.wrap(mine)
         routed.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "wrap " * 20}], max_tokens=3)
         assert seen(coordinator, s).completed_calls == 1
