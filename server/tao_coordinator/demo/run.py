@@ -50,6 +50,8 @@ class DemoResult:
     calls: int
     failed_agents: int
     makespan_s: float
+    errors: tuple[str, ...] = ()
+    """Distinct errors of the agents that failed."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -135,6 +137,7 @@ def _summarize(policy: str, records: list[AgentRecord], hit_rate: float) -> Demo
         calls=len(calls),
         failed_agents=sum(r.error is not None for r in records),
         makespan_s=end - start,
+        errors=tuple(sorted({r.error for r in records if r.error is not None})),
     )
 
 
@@ -159,7 +162,8 @@ def render(results: list[DemoResult]) -> str:
         )
     failed = sum(r.failed_agents for r in results)
     if failed:
-        lines.append(f"warning: {failed} agent(s) failed; see the JSON for details")
+        errors = sorted({error for r in results for error in r.errors})
+        lines.append(f"warning: {failed} agent(s) failed: " + "; ".join(errors[:3]))
     return "\n".join(lines)
 
 
