@@ -13,12 +13,14 @@ Either way at most one plan is in flight. Nothing is planned when the waiting po
 every holder keeps its place, which is what a plan would decide.
 
 `next_wakeup()` tells the driver when time alone will change something (a lease expires, a tool's predicted return
-enters the readiness horizon, an expired prediction is due for re-estimation); it should send `Tick()` then. A tick
+enters the readiness horizon, an expired prediction is due for re-estimation, a session's decayed cache credit
+falls to zero); it should send `Tick()` then. A tick
 only looks at the sessions whose time has come, so it costs O(log n) per due session, not O(n).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from . import state_machine
@@ -243,10 +245,7 @@ class Coordinator:
         return self.planner.finish(job.id, job.solve(), self.state, self.settings, now)
 
     def _holders_misplaced(self) -> bool:
-        return any(
-            session.node is not None and self.state.usable_node(session.node) is None
-            for session in self.state.sessions.values()
-        )
+        return any(self.state.usable_node(node) is None for node in self.state.holders)
 
     def _wake_times(self, session: Session) -> list[float]:
         horizon = self.settings.readiness_horizon_s
@@ -255,6 +254,14 @@ class Coordinator:
         for tool in session.tools:
             times.append(tool.predicted_end - horizon)
             times.append(max(tool.predicted_end, tool.predicted_at + interval))
+        half_life, unit = self.settings.credit_half_life_s, self.settings.credit_unit_tokens
+        if half_life is not None:
+            # just after decayed credit falls below one unit: stale credit stops outranking readiness then
+            times += [
+                evidence.observed_at + half_life * (math.log2(evidence.tokens / unit) + 1e-6)
+                for evidence in session.evidence
+                if evidence.source is not EvidenceSource.KV_EVENTS and evidence.tokens >= unit
+            ]
         return times
 
     def next_wakeup(self) -> float | None:
