@@ -34,6 +34,10 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
         "tao_coordinator.bench.sdk",
         "the SDK's added latency per model call against calling the node directly",
     ),
+    ("bench", "estimator"): (
+        "tao_coordinator.bench.estimator",
+        "tool-duration prediction on the real traces: the coordinator's bound against simple alternatives",
+    ),
     ("bench", "planner"): (
         "tao_coordinator.bench.planner",
         "time the planner on realistic snapshots and measure its gap to the exact MILP",
