@@ -10,7 +10,6 @@ import openai
 import pytest
 from aiohttp import web
 
-from tao_coordinator.fakevllm import FakeNodeConfig, ThreadedFleet
 from tao_sdk.proxy import ProxyConfig, RoutingProxy
 
 MODEL = "Qwen/Qwen3-32B"
@@ -39,17 +38,6 @@ class ThreadedProxy:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         self.loop.close()
-
-
-@pytest.fixture(scope="module")
-def fleet():
-    with ThreadedFleet(2, FakeNodeConfig(time_scale=50)) as running:
-        yield running
-
-
-@pytest.fixture
-def coordinator(coordinator_factory, fleet):
-    return coordinator_factory(fleet.urls)
 
 
 @pytest.fixture

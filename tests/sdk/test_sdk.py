@@ -10,20 +10,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import tao_sdk
 from tao_coordinator.core.model import Phase
-from tao_coordinator.fakevllm import FakeNodeConfig, ThreadedFleet
 
 MODEL = "Qwen/Qwen3-32B"
-
-
-@pytest.fixture(scope="module")
-def fleet():
-    with ThreadedFleet(2, FakeNodeConfig(time_scale=50)) as running:
-        yield running
-
-
-@pytest.fixture
-def coordinator(coordinator_factory, fleet):
-    return coordinator_factory(fleet.urls)
 
 
 def core_session(coordinator, session_id):

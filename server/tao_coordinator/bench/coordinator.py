@@ -14,12 +14,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,6 +24,7 @@ from typing import Any
 import aiohttp
 
 from ..fakevllm import FakeNodeConfig, ThreadedFleet
+from ..local_coordinator import local_coordinator
 from .planner import percentile
 
 
@@ -47,12 +44,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--samples", type=int, default=2000, help="acquire round trips timed (2000)")
     parser.add_argument("--events", type=int, default=20_000, help="events sent per ingestion test (20000)")
     parser.add_argument("--json", type=Path, help="write the figures as JSON to this file")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class _Client:
@@ -149,34 +140,11 @@ def run(args: argparse.Namespace) -> int:
     if args.sessions < 1 or args.samples < 1 or args.events < 200:
         print("tao bench coordinator: --sessions and --samples must be ≥ 1, --events ≥ 200", file=sys.stderr)
         return 2
-    port = _free_port()
-    with (
-        ThreadedFleet(2, FakeNodeConfig(time_scale=50), kv_events=False) as fleet,
-        tempfile.TemporaryDirectory() as state,
-    ):
+    with ThreadedFleet(2, FakeNodeConfig(time_scale=50), kv_events=False) as fleet:
         capacity = max(10_000_000, args.sessions * 4_000)
-        command = [
-            sys.executable,
-            "-m",
-            "tao_sdk.cli",
-            "coordinator",
-            "--insecure-no-auth",
-            "--port",
-            str(port),
-            "--state-dir",
-            state,
-            "--log-format",
-            "json",
-        ]
-        for k, url in enumerate(fleet.urls):
-            command += ["--node", f"node-{k}={url},{capacity}"]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        try:
-            figures = asyncio.run(_measure(f"http://127.0.0.1:{port}", args))
-        finally:
-            server.terminate()
-            server.wait(10)
+        nodes = [f"node-{k}={url},{capacity}" for k, url in enumerate(fleet.urls)]
+        with local_coordinator(nodes) as url:
+            figures = asyncio.run(_measure(url, args))
     print(f"{figures.sessions} sessions registered and admitted; coordinator in its own process, loopback")
     print(
         f"acquire round trip (admitted session): p50 {figures.acquire_p50_ms:.3f} ms, "

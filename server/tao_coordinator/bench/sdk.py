@@ -15,11 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,7 +28,7 @@ from tao_sdk.session import PLACEHOLDER_OPENAI
 from tao_sdk.transport import TaoTransport
 
 from ..fakevllm import FakeNodeConfig, ThreadedFleet
-from .coordinator import _free_port
+from ..local_coordinator import local_coordinator
 from .planner import percentile
 
 MODEL = "Qwen/Qwen3-32B"
@@ -59,18 +56,6 @@ class _Stopwatch(httpx2.BaseTransport):
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--calls", type=int, default=400, help="calls of each kind (400)")
     parser.add_argument("--json", type=Path, help="write the figures as JSON to this file")
-
-
-def _wait_ready(url: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if httpx2.get(url + "/healthz").json()["healthy_nodes"] > 0:
-                return
-        except (httpx2.HTTPError, ValueError, KeyError):
-            pass
-        time.sleep(0.1)
-    raise RuntimeError("the coordinator did not become ready")
 
 
 def _timed(call: Callable[[], Any]) -> float:
@@ -113,20 +98,11 @@ def run(args: argparse.Namespace) -> int:
     if args.calls < 10:
         print("tao bench sdk: --calls must be at least 10", file=sys.stderr)
         return 2
-    port = _free_port()
     with (
         ThreadedFleet(1, FakeNodeConfig(time_scale=1000), kv_events=False) as fleet,
-        tempfile.TemporaryDirectory() as d,
+        local_coordinator([f"n0={fleet.urls[0]},10000000"]) as url,
     ):
-        command = [sys.executable, "-m", "tao_sdk.cli", "coordinator", "--insecure-no-auth", "--port", str(port)]
-        command += ["--state-dir", d, "--node", f"n0={fleet.urls[0]},10000000"]
-        server = subprocess.Popen(command, env={**os.environ}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            _wait_ready(f"http://127.0.0.1:{port}")
-            timings = _measure(f"http://127.0.0.1:{port}", fleet.urls[0], args.calls)
-        finally:
-            server.terminate()
-            server.wait(10)
+        timings = _measure(url, fleet.urls[0], args.calls)
     figures = {
         name: {
             "p50_ms": percentile(sorted(t), 0.5),

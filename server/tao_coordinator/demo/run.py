@@ -14,10 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -27,9 +24,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import tao_sdk
 
-from ..bench.coordinator import _free_port
-from ..bench.sdk import _wait_ready
 from ..fakevllm import FakeNodeConfig, ThreadedFleet
+from ..local_coordinator import local_coordinator
 from ..progress import Progress
 from ..sim.metrics import mean, percentile
 from ..sim.workloads import SessionScript, Workload, generate
@@ -84,21 +80,11 @@ def _hit_rate(urls: list[str]) -> float:
 
 def run_policy(policy: str, workload: Workload, time_scale: float, progress: Progress) -> DemoResult:
     config = FakeNodeConfig(profile=PROFILE, time_scale=time_scale)
-    with ThreadedFleet(2, config, kv_events=False) as fleet, tempfile.TemporaryDirectory() as state:
-        port = _free_port()
-        command = [sys.executable, "-m", "tao_sdk.cli", "coordinator", "--insecure-no-auth", "--port", str(port)]
-        command += ["--state-dir", state, "--policy", policy]
-        for k, url in enumerate(fleet.urls):
-            command += ["--node", f"node-{k}={url}"]
-        server = subprocess.Popen(command, env={**os.environ}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            coordinator = f"http://127.0.0.1:{port}"
-            _wait_ready(coordinator)
+    with ThreadedFleet(2, config, kv_events=False) as fleet:
+        nodes = [f"node-{k}={url}" for k, url in enumerate(fleet.urls)]
+        with local_coordinator(nodes, policy) as coordinator:
             records = asyncio.run(_run_agents(workload, coordinator, time_scale, progress))
-            hit_rate = _hit_rate(fleet.urls)
-        finally:
-            server.terminate()
-            server.wait(10)
+        hit_rate = _hit_rate(fleet.urls)
     return _summarize(policy, records, hit_rate)
 
 
