@@ -54,6 +54,18 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
         "tao_coordinator.fakevllm.bench",
         "measure the fake vLLM server: startup time, requests/s and p99 latency of concurrent streams",
     ),
+    ("hook", "claude-code"): (
+        "tao_integrations.claude_code",
+        "report one Claude Code hook event (stdin) to `tao proxy`; installed by `tao install claude-code`",
+    ),
+    ("install", "claude-code"): (
+        "tao_integrations.claude_code_install",
+        "add TAO's hooks and the proxy's address to Claude Code's settings (or --uninstall them)",
+    ),
+    ("install", "opencode"): (
+        "tao_integrations.opencode_install",
+        "add TAO's plugin and a provider pointing at `tao proxy` to OpenCode's config (or --uninstall them)",
+    ),
 }
 
 SERVER_EXTRA = "pip install 'tao-sdk[server]'"

@@ -11,9 +11,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-API_PREFIX = "/v1"
+from .ids import SESSION_ID_PATTERN
 
-SESSION_ID_PATTERN = r"^[A-Za-z0-9._:@/+-]{1,200}$"
+API_PREFIX = "/v1"
 
 
 class _Body(BaseModel):

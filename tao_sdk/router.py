@@ -5,7 +5,8 @@ Fail-open rules (design §1): every call to the coordinator has a short bound (`
 calls go to the last node used, or to a node chosen by a stable hash of the session id over `fallback_nodes`;
 reports are dropped; the log says so once. Every `retry_interval_s` the next call tries the coordinator again and,
 when it answers, the session registers again (same id) and is scheduled as before. An acquire never blocks longer
-than `max_wait_s`: past it the call is routed as if detached.
+than `max_wait_s`: past it the call is routed as if detached; one the coordinator refuses (409: it still sees a tool
+running, say after a lost tool_end) is routed so at once. Overlapping calls end under the session's newest lease.
 
 `SyncRouter` and `AsyncRouter` share everything but their I/O (`_Calls` builds the requests and reads the
 answers); the async one never blocks the event loop. Reports go out in order from a background worker, so only
@@ -140,6 +141,17 @@ class _Calls:
         url = nodes[digest % len(nodes)].rstrip("/")
         return Grant(url, url, None, detached=True)
 
+    def refused(self, status: int, body: Any) -> Grant:
+        """The coordinator refused the acquire (409: it still sees a tool running, e.g. a lost tool_end): this call
+        is routed as if detached instead of asking again in a tight loop; the session stays registered."""
+        log.warning(
+            "tao: acquire for session %s answered %s (%s); routing this call on its own",
+            self.state.session_id,
+            status,
+            body,
+        )
+        return self.fallback()
+
     def granted(self, body: Any) -> Grant:
         answer = protocol.AcquireResponse.model_validate(body)
         assert answer.node is not None and answer.node_url is not None
@@ -148,8 +160,11 @@ class _Calls:
         return grant
 
     def llm_end_body(self, grant: Grant, usage: Any, duration_s: float) -> dict[str, Any]:
+        # Overlapping calls share the session's place, and the coordinator knows only the newest call's lease.
+        last = self.state.last
+        lease_id = last.lease_id if last is not None and last.node == grant.node and last.lease_id else grant.lease_id
         body = protocol.LlmEndRequest(
-            lease_id=grant.lease_id,
+            lease_id=lease_id,
             node=grant.node,
             prompt_tokens=usage.prompt_tokens,
             cached_tokens=usage.cached_tokens,
@@ -244,6 +259,8 @@ class SyncRouter(_Calls):
                     self._ensure_registered()
                 elif status == 200:
                     return self.granted(answer)
+                elif status != 202:
+                    return self.refused(status, answer)
         except REPORT_ERRORS as error:
             self.detach(describe(error), time.monotonic())
         return self.fallback()
@@ -350,6 +367,8 @@ class AsyncRouter(_Calls):
                     await self._ensure_registered()
                 elif status == 200:
                     return self.granted(answer)
+                elif status != 202:
+                    return self.refused(status, answer)
         except REPORT_ERRORS as error:
             self.detach(describe(error), time.monotonic())
         return self.fallback()

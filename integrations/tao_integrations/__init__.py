@@ -1,1 +1,3 @@
-"""Harness integrations of TAO: Claude Code hooks, the OpenCode plugin's helpers, mini-swe-agent classes."""
+"""Harness integrations of TAO: Claude Code hooks (`claude_code`, `claude_code_install`), the OpenCode plugin's
+installer (`opencode_install`; the plugin itself is `integrations/opencode/`), and mini-swe-agent classes
+(`mini_swe_agent`). See docs/integrations.md."""

@@ -186,3 +186,16 @@ async def test_openapi_describes_the_session_routes(tmp_path, fleet):
         assert status == 200 and spec["openapi"].startswith("3.")
         assert "/v1/sessions/{session_id}/acquire" in spec["paths"]
         assert "AcquireResponse" in spec["components"]["schemas"]
+
+
+async def test_overlapping_calls_share_a_lease_and_every_llm_end_is_accepted(tmp_path, fleet):
+    async with running_coordinator(tmp_path, fleet) as c:
+        session, token = await c.register()
+        first = (await c.call("POST", f"/v1/sessions/{session}/acquire", {}, token))[1]
+        second = (await c.call("POST", f"/v1/sessions/{session}/acquire", {}, token))[1]  # a side call meanwhile
+        assert second["node"] == first["node"] and second["lease_id"] == first["lease_id"]
+        assert c.service.coordinator.state.session(session).llm_calls == 2
+        for grant in (second, first):
+            end = {"lease_id": grant["lease_id"], "node": grant["node"], "prompt_tokens": 100, "completion_tokens": 5}
+            assert (await c.call("POST", f"/v1/sessions/{session}/llm_end", end, token))[0] == 204
+        assert c.service.coordinator.state.session(session).phase is Phase.ADMITTED

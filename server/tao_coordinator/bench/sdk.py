@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx2
 
-from tao_sdk.session import PLACEHOLDER_OPENAI
+from tao_sdk.sessions import PLACEHOLDER_OPENAI
 from tao_sdk.transport import TaoTransport
 
 from ..fakevllm import FakeNodeConfig, ThreadedFleet

@@ -6,6 +6,8 @@ Invariants:
 - the core's clock is the loop's monotonic clock; wall-clock deadlines from clients are converted on the way in;
 - a `Route` answers the session's waiting `acquire` call if there is one, or is kept until the session asks, so an
   admission is never lost to a dropped connection;
+- a lease lives as long as the session's place in an LLM call: calls that overlap a running one (harness side
+  calls) get the same lease, so each of their `llm_end`s is accepted;
 - session tokens live here, not in the core: they authenticate, they are not scheduling state.
 """
 
@@ -179,7 +181,10 @@ class CoordinatorService:
             waiter.set_exception(SessionGone(session_id))
 
     def _grant(self, session_id: str, node: str) -> None:
-        grant = Grant(node, uuid.uuid4().hex[:16])
+        # calls that overlap a running one share its lease: an llm_end for any of them must still be accepted
+        session = self.coordinator.state.sessions.get(session_id)
+        overlapping = session is not None and session.llm_calls > 1 and session_id in self.leases
+        grant = Grant(node, self.leases[session_id] if overlapping else uuid.uuid4().hex[:16])
         self.leases[session_id] = grant.lease_id
         waiter = self._waiters.pop(session_id, None)
         if waiter is not None and not waiter.done():

@@ -1,0 +1,196 @@
+"""`tao hook claude-code`: one Claude Code hook payload on stdin becomes TAO events, posted to `tao proxy`'s relay.
+
+Claude Code runs this command for each hook event that `tao install claude-code` registered. Mapping:
+
+| hook | event |
+|---|---|
+| SessionStart / SessionEnd | register / close |
+| PreToolUse | tool_start (call id = `tool_use_id`) with hints, see `tool_hints` |
+| PostToolUse | tool_end with `duration_ms`; `timeout` if the command went to the background at its timeout |
+| PostToolUseFailure | tool_end with `duration_ms`; `timeout` if the command was killed at its timeout, else `error` |
+| Stop, background tasks still running | tool_start of one `background-tasks` wait: the turn is over, they are not |
+| UserPromptSubmit | tool_end of that wait (status from a `<task-notification>`), before the next model call |
+
+Why the relay and not the coordinator: the proxy registers each session under Claude Code's own session id (the
+`X-Claude-Code-Session-Id` of its model calls) and holds the session's token; a hook process lives for one event
+and has neither. The relay URL is `$TAO_PROXY_URL` (set by `tao install claude-code` in the settings' `env`).
+
+Invariants: the command always exits 0 and prints nothing (Claude Code would show stdout to the model for some
+events), whatever the payload and whether or not the proxy or the coordinator answer; it returns within
+`$TAO_HOOK_TIMEOUT_S` (1.5 s) plus start-up. Subagent tool calls (payloads with `agent_id`) are not reported: a
+subagent's model calls share the session and would overlap its tools.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from tao_sdk.hints import command_hints
+from tao_sdk.ids import SESSION_ID_PATTERN
+
+from .relay import post_events, proxy_url
+
+HARNESS = "claude-code"
+DEFAULT_BASH_TIMEOUT_MS = 120_000
+MAX_BASH_TIMEOUT_MS = 600_000
+DEFAULT_TASK_OUTPUT_TIMEOUT_MS = 30_000
+BACKGROUND_WAIT = "background-tasks"
+"""Call id (and tool name) of the wait for background tasks after a turn; one at a time per session."""
+_NOTIFIED_STATUS = re.compile(r"<status>\s*(\w+)\s*</status>")
+_SESSION_ID = re.compile(SESSION_ID_PATTERN)
+Event = dict[str, Any]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = "Read one Claude Code hook payload on stdin and report it to TAO (always exits 0)."
+
+
+def run(args: argparse.Namespace) -> int:
+    with contextlib.suppress(Exception):  # a hook must never fail the user's tool call
+        payload = json.loads(sys.stdin.read() or "{}")
+        events = events_for(payload, os.environ) if isinstance(payload, dict) else []
+        if events:
+            post_events(proxy_url(), events, _timeout_s(os.environ))
+    return 0
+
+
+def _timeout_s(env: Mapping[str, str]) -> float:
+    try:
+        return max(0.1, float(env.get("TAO_HOOK_TIMEOUT_S", "1.5")))
+    except ValueError:
+        return 1.5
+
+
+def events_for(payload: Mapping[str, Any], env: Mapping[str, str]) -> list[Event]:
+    """The relay events for one hook payload (empty when there is nothing to report)."""
+    session_id = payload.get("session_id")
+    if not isinstance(session_id, str) or not _SESSION_ID.match(session_id) or payload.get("agent_id"):
+        return []
+    match payload.get("hook_event_name"):
+        case "SessionStart":
+            return [_register(session_id, payload, env)]
+        case "SessionEnd":
+            return [{"kind": "close", "session_id": session_id}]
+        case "PreToolUse":
+            return _tool_start(session_id, payload, env)
+        case "PostToolUse" | "PostToolUseFailure":
+            return _tool_end(session_id, payload)
+        case "Stop":
+            return _background_wait(session_id, payload)
+        case "UserPromptSubmit":
+            return [_end(session_id, BACKGROUND_WAIT, None, _notified_status(payload.get("prompt")))]
+    return []
+
+
+def _register(session_id: str, payload: Mapping[str, Any], env: Mapping[str, str]) -> Event:
+    context = {
+        "harness": HARNESS,
+        "model": env.get("ANTHROPIC_MODEL", "")[:200],
+        "client_session_id": session_id,
+        "labels": {"source": str(payload.get("source", ""))[:100]},
+    }
+    return {"kind": "register", "session_id": session_id, "registration": {"context": context}}
+
+
+def _tool_start(session_id: str, payload: Mapping[str, Any], env: Mapping[str, str]) -> list[Event]:
+    call_id, tool = payload.get("tool_use_id"), payload.get("tool_name")
+    if not isinstance(call_id, str) or not call_id or not isinstance(tool, str) or not tool:
+        return []
+    tool_input = payload.get("tool_input")
+    hints = tool_hints(tool, tool_input if isinstance(tool_input, dict) else {}, env)
+    start = {"call_id": call_id[:200], "tool": tool[:200], "hints": hints}
+    return [{"kind": "tool_start", "session_id": session_id, "tool_start": start}]
+
+
+def tool_hints(tool: str, tool_input: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+    """Duration hints for one tool call (`tao_sdk.protocol.ToolHints` fields), in seconds."""
+    if tool == "Bash":
+        return bash_hints(tool_input, env)
+    if tool == "TaskOutput" and tool_input.get("block", True) is not False:
+        timeout_ms = _milliseconds(tool_input.get("timeout"), DEFAULT_TASK_OUTPUT_TIMEOUT_MS)
+        return {"timeout_s": min(timeout_ms, MAX_BASH_TIMEOUT_MS) / 1000}
+    return {}
+
+
+def bash_hints(tool_input: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+    """Claude Code's effective Bash timeout is min(timeout or $BASH_DEFAULT_TIMEOUT_MS, $BASH_MAX_TIMEOUT_MS)."""
+    default_ms = _milliseconds(env.get("BASH_DEFAULT_TIMEOUT_MS"), DEFAULT_BASH_TIMEOUT_MS)
+    max_ms = max(_milliseconds(env.get("BASH_MAX_TIMEOUT_MS"), MAX_BASH_TIMEOUT_MS), default_ms)
+    timeout_s = min(_milliseconds(tool_input.get("timeout"), default_ms), max_ms) / 1000
+    command = tool_input.get("command")
+    parsed = command_hints(command) if isinstance(command, str) else None
+    hints: dict[str, Any] = {
+        "timeout_s": min(timeout_s, parsed.timeout_s) if parsed and parsed.timeout_s else timeout_s
+    }
+    if parsed and parsed.sleep_s:
+        hints["sleep_s"] = min(parsed.sleep_s, 86_400.0)
+    hints["background"] = tool_input.get("run_in_background") is True or bool(parsed and parsed.background)
+    return hints
+
+
+def _milliseconds(value: object, default: int) -> int:
+    try:
+        number = int(float(value))  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return default
+    return number if number > 0 else default
+
+
+def _tool_end(session_id: str, payload: Mapping[str, Any]) -> list[Event]:
+    call_id = payload.get("tool_use_id")
+    if not isinstance(call_id, str) or not call_id:
+        return []
+    return [_end(session_id, call_id[:200], _duration_s(payload.get("duration_ms")), tool_status(payload))]
+
+
+def tool_status(payload: Mapping[str, Any]) -> str:
+    """`ok`, `error` or `timeout` for a PostToolUse / PostToolUseFailure payload."""
+    if payload.get("hook_event_name") == "PostToolUseFailure":
+        error = str(payload.get("error", ""))
+        return "timeout" if "timed out" in error.lower() and not payload.get("is_interrupt") else "error"
+    response = payload.get("tool_response")
+    tool_input = payload.get("tool_input")
+    if isinstance(response, dict) and response.get("backgroundTaskId"):
+        explicit = isinstance(tool_input, dict) and tool_input.get("run_in_background") is True
+        return "ok" if explicit else "timeout"  # moved to the background when its timeout ran out
+    if isinstance(response, dict) and response.get("interrupted") is True:
+        return "error"
+    return "ok"
+
+
+def _duration_s(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 86_400_000:
+        return None
+    return float(value) / 1000
+
+
+def _end(session_id: str, call_id: str, duration_s: float | None, status: str) -> Event:
+    end: dict[str, Any] = {"call_id": call_id, "status": status}
+    if duration_s is not None:
+        end["duration_s"] = duration_s
+    return {"kind": "tool_end", "session_id": session_id, "tool_end": end}
+
+
+def _background_wait(session_id: str, payload: Mapping[str, Any]) -> list[Event]:
+    tasks = payload.get("background_tasks")
+    running = (
+        [t for t in tasks if isinstance(t, dict) and t.get("status") == "running"] if isinstance(tasks, list) else []
+    )
+    if not running:
+        return []
+    start = {"call_id": BACKGROUND_WAIT, "tool": BACKGROUND_WAIT, "hints": {}}
+    return [{"kind": "tool_start", "session_id": session_id, "tool_start": start}]
+
+
+def _notified_status(prompt: object) -> str:
+    if not isinstance(prompt, str) or not prompt.lstrip().startswith("<task-notification>"):
+        return "ok"
+    match = _NOTIFIED_STATUS.search(prompt)
+    return "ok" if match is None or match.group(1) == "completed" else "error"

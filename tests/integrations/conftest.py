@@ -1,0 +1,167 @@
+"""The stack the harness tests run against: two scripted fake vLLM nodes, a real coordinator whose core events are
+recorded, and `tao proxy` as its own process — the way a user runs them.
+
+The harnesses themselves (`claude`, `opencode` from npm, `mini` from PyPI) run as real processes with a fresh HOME,
+offline: every model call goes to the fake nodes. A test skips, naming the package, only when its harness is not
+installed; `.ci/run` installs them (npm packages under ~/.cache/tao-ci-npm, whose bin dir is searched too).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+from tao_coordinator.core.actions import Route
+from tao_coordinator.core.events import Close, LlmEnd, Register, ToolEnd, ToolStart
+from tao_coordinator.fakevllm import FakeNodeConfig, Policy, ThreadedFleet
+
+MODEL = "fake-model"
+REPO = Path(__file__).resolve().parents[2]
+CI_NPM_BIN = Path.home() / ".cache" / "tao-ci-npm" / "node_modules" / ".bin"
+HELLO = "sleep 1; echo hello-from-tao"
+SCRIPTS = {
+    "claude-code hello": [{"content": "Running it.", "bash": HELLO, "timeout_ms": 5000}, {"text": "All done."}],
+    "claude-code background": [
+        {"bash": "sleep 4; echo bg-done", "timeout_ms": 5000, "run_in_background": True},
+        {"text": "Started it."},
+        {"text": "It finished."},
+    ],
+    "opencode hello": [{"bash": HELLO, "timeout_ms": 5000}, {"text": "All done."}],
+    "opencode failure": [{"tool": "read", "input": {"filePath": "/nonexistent/tao/x.txt"}}],
+    "mini hello": [{"bash": HELLO}, {"submit": True}],
+}
+"""Task prompt → the fake nodes' scripted steps (a task's prompt contains its key)."""
+
+
+def harness(name: str, package: str) -> str:
+    """The harness binary, or skip the test naming the package to install."""
+    found = shutil.which(name) or (str(CI_NPM_BIN / name) if (CI_NPM_BIN / name).exists() else None)
+    if found is None:
+        pytest.skip(f"`{name}` is not installed ({package}; .ci/run installs it)")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def python_env(**extra: str) -> dict[str, str]:
+    """This environment plus the repository's source roots, so `tao` runs from a checkout too."""
+    roots = [str(REPO), str(REPO / "server"), str(REPO / "integrations")]
+    env = {**os.environ, **extra}
+    env["PYTHONPATH"] = os.pathsep.join([*roots, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+class Recorder:
+    """Every event the coordinator's core is fed, with the nodes it routed sessions to (wraps `service.feed`)."""
+
+    def __init__(self, coordinator: Any) -> None:
+        self.items: list[tuple[Any, list[Any]]] = []
+        feed = coordinator.service.feed
+
+        def recording(event: Any) -> list[Any]:
+            actions = feed(event)
+            self.items.append((event, actions))
+            return actions
+
+        coordinator.service.feed = recording
+
+    def events(self, kind: type, session_id: str | None = None) -> list[Any]:
+        return [e for e, _ in list(self.items) if isinstance(e, kind) and session_id in (None, e.session_id)]
+
+    def sessions(self, harness_name: str) -> list[str]:
+        return [e.session_id for e in self.events(Register) if e.context.harness == harness_name]
+
+    def wait_closed(self, session_id: str, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.events(Close, session_id):
+            assert time.monotonic() < deadline, f"session {session_id} was never closed"
+            time.sleep(0.05)
+
+    def tools(self, session_id: str) -> list[tuple[ToolStart, ToolEnd]]:
+        """Each reported tool call: its start, and its end (every start must have one)."""
+        ends = {e.call_id: e for e in self.events(ToolEnd, session_id)}
+        starts = self.events(ToolStart, session_id)
+        assert set(ends) == {s.call_id for s in starts}, "tool starts and ends do not pair up"
+        return [(start, ends[start.call_id]) for start in starts]
+
+    def calls_on_assigned_node(self, session_id: str) -> list[str]:
+        """The node of every model call, each checked against the node the coordinator last routed the session to."""
+        assigned: str | None = None
+        nodes = []
+        for event, actions in list(self.items):
+            assigned = next((a.node for a in actions if isinstance(a, Route) and a.session_id == session_id), assigned)
+            if isinstance(event, LlmEnd) and event.session_id == session_id:
+                assert event.node_id == assigned, f"a call ran on {event.node_id}, the session was assigned {assigned}"
+                nodes.append(event.node_id)
+        return nodes
+
+
+def served(fleet: ThreadedFleet) -> list[int]:
+    """Model requests each fake node has finished."""
+    return [
+        fleet.call(lambda n=node: sum(n.service.driver.engine.counters().request_success.values()))
+        for node in fleet.nodes
+    ]
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Iterator[ThreadedFleet]:
+    scripts = [{"match": {"contains": task}, "steps": steps} for task, steps in SCRIPTS.items()]
+    policy = Policy.model_validate({"filler_tokens": 8, "scripts": scripts})
+    with ThreadedFleet(2, FakeNodeConfig(time_scale=20, served_model_name=MODEL, policy=policy)) as running:
+        yield running
+
+
+@pytest.fixture
+def coordinator(coordinator_factory: Callable[..., Any], fleet: ThreadedFleet) -> Any:
+    running = coordinator_factory(fleet.urls)
+    running.recorder = Recorder(running)
+    return running
+
+
+@pytest.fixture
+def start_proxy(fleet: ThreadedFleet, tmp_path: Path) -> Iterator[Callable[[str, str | None], str]]:
+    """`start(coordinator_url, token)` runs `tao proxy` (fail-open nodes: the fleet) and returns its URL."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(coordinator_url: str, token: str | None) -> str:
+        port = free_port()
+        command = [sys.executable, "-m", "tao_sdk.cli", "proxy", "--coordinator", coordinator_url, "--port", str(port)]
+        command += ["--nodes", ",".join(fleet.urls)] + (["--token", token] if token else [])
+        with (tmp_path / f"proxy-{port}.log").open("wb") as log:
+            started.append(subprocess.Popen(command, env=python_env(), stdout=log, stderr=subprocess.STDOUT))
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                if httpx2.get(url + "/healthz", timeout=1).status_code == 200:
+                    return url
+            except httpx2.HTTPError:
+                pass
+            assert started[-1].poll() is None and time.monotonic() < deadline, "tao proxy did not start"
+            time.sleep(0.1)
+
+    yield start
+    for process in started:
+        process.terminate()
+        process.wait(10)
+
+
+@pytest.fixture
+def dead_coordinator() -> str:
+    """A coordinator URL nothing listens on."""
+    return f"http://127.0.0.1:{free_port()}"

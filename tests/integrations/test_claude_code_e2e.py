@@ -1,0 +1,94 @@
+"""`claude -p` with TAO's hooks, offline against fake vLLM nodes, the coordinator and `tao proxy`."""
+
+import json
+import subprocess
+import time
+import uuid
+from collections import Counter
+
+import pytest
+
+from tao_sdk import cli
+
+from .conftest import MODEL, harness, python_env, served
+
+
+@pytest.fixture
+def claude():
+    return harness("claude", "npm @anthropic-ai/claude-code")
+
+
+def run_claude(binary, project, proxy, prompt):
+    """Install the hooks into `project` for `proxy`, then run `claude -p` there; its JSON result."""
+    assert cli.main(["install", "claude-code", "--project", str(project), "--proxy", proxy, "--model", MODEL]) == 0
+    home = project.parent / "home"
+    env = python_env(
+        PWD=str(project),
+        HOME=str(home),
+        CLAUDE_CONFIG_DIR=str(home / ".claude"),
+        ANTHROPIC_API_KEY="sk-fake",
+        # A dead address: the model calls reach the proxy only through the installed settings' `env` block. Claude
+        # Code also skips its start-up policy fetches (about 5 s offline) for a non-Anthropic base URL.
+        ANTHROPIC_BASE_URL="http://127.0.0.1:9",
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        DISABLE_AUTOUPDATER="1",
+    )
+    for name in ("TAO_PROXY_URL", "ANTHROPIC_MODEL", "CLAUDECODE", "CLAUDE_CODE_SESSION_ID"):
+        env.pop(name, None)
+    command = [binary, "-p", f"{prompt} ({uuid.uuid4().hex[:8]})", "--allowedTools", "Bash", "--output-format", "json"]
+    completed = subprocess.run(command, cwd=project, env=env, capture_output=True, timeout=150, check=False)
+    assert completed.returncode == 0, completed.stderr.decode()[-2000:] + completed.stdout.decode()[-2000:]
+    return json.loads(completed.stdout)
+
+
+@pytest.fixture
+def project(tmp_path):
+    path = tmp_path / "project"
+    path.mkdir()
+    return path
+
+
+def assert_calls_on_assigned_nodes(recorder, fleet, session_id, before):
+    nodes = recorder.calls_on_assigned_node(session_id)
+    assert len(nodes) >= 2
+    after = served(fleet)
+    counts = Counter(nodes)
+    assert [a - b for a, b in zip(after, before, strict=True)] == [counts[f"node-{k}"] for k in range(len(after))]
+
+
+def test_claude_runs_a_bash_command_reported_to_the_coordinator(claude, coordinator, start_proxy, fleet, project):
+    proxy = start_proxy(coordinator.url, coordinator.token)
+    before = served(fleet)
+    result = run_claude(claude, project, proxy, "claude-code hello")
+    assert result["result"] == "All done."
+    recorder, session_id = coordinator.recorder, result["session_id"]
+    recorder.wait_closed(session_id)
+    assert recorder.sessions("claude-code") == [session_id]
+    [(start, end)] = recorder.tools(session_id)
+    assert (start.tool, start.hints.timeout_s, start.hints.sleep_s, start.hints.background) == ("Bash", 5.0, 1.0, False)
+    assert end.status == "ok" and 1.0 <= end.duration_s < 5.0
+    assert_calls_on_assigned_nodes(recorder, fleet, session_id, before)
+
+
+def test_a_background_command_and_the_wait_for_it_are_reported(claude, coordinator, start_proxy, fleet, project):
+    proxy = start_proxy(coordinator.url, coordinator.token)
+    before = served(fleet)
+    result = run_claude(claude, project, proxy, "claude-code background")
+    assert result["result"] == "It finished."
+    recorder, session_id = coordinator.recorder, result["session_id"]
+    recorder.wait_closed(session_id)
+    (bash_start, bash_end), (wait_start, wait_end) = recorder.tools(session_id)
+    assert (bash_start.tool, bash_start.hints.background, bash_start.hints.sleep_s) == ("Bash", True, 4.0)
+    assert bash_end.status == "ok" and bash_end.duration_s < 1.0  # the command went on in the background
+    assert (wait_start.tool, wait_end.status) == ("background-tasks", "ok")
+    assert_calls_on_assigned_nodes(recorder, fleet, session_id, before)
+
+
+def test_with_the_coordinator_down_claude_still_completes(claude, dead_coordinator, start_proxy, fleet, project):
+    proxy = start_proxy(dead_coordinator, None)
+    before = served(fleet)
+    started = time.monotonic()
+    result = run_claude(claude, project, proxy, "claude-code hello")
+    assert result["result"] == "All done." and result["num_turns"] == 2
+    assert sum(served(fleet)) - sum(before) >= 2
+    assert time.monotonic() - started < 60
