@@ -3,7 +3,8 @@
 A cell is (workload, policy, concurrency, seed); each runs `FleetSimulation` as `tao sim` would and is written to
 `OUT/runs/<cell>.json` as soon as it finishes, so an interrupted benchmark resumes where it stopped (`--fresh` starts
 over). Cells run in `--jobs` worker processes. When all cells are done, `OUT/results.json` holds every run and
-`OUT/results.md` the tables (see `compare_report.py`); `--plots` draws `tao sim --plots` charts per workload.
+`OUT/results.md` the tables (see `compare_report.py`); `--plots` draws `tao sim --plots` charts per workload (TAO,
+its variants and the baselines; the ablations are in the tables only).
 
 Workloads and fleets (docs/benchmarks.md says why):
 
@@ -29,7 +30,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..core.policies import ABLATIONS, BASELINES, make_policy
+from ..core.policies import ABLATIONS, BASELINES, VARIANTS, make_policy
 from ..sim.driver import FleetSimulation
 from ..sim.metrics import RunMetrics
 from ..sim.node import profile_by_name
@@ -117,17 +118,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def plan_cells(args: argparse.Namespace) -> list[Cell]:
     if args.quick:
         benches = [replace(BENCHES[name], limit=QUICK_LIMITS[name]) for name in BENCHES]
-        policies, concurrencies, seeds = ["tao", *BASELINES], [64], [0]
+        policies, concurrencies, seeds = ["tao", *VARIANTS, *BASELINES], [64], [0]
     else:
         benches = [BENCHES[name.strip()] for name in args.workloads.split(",")]
-        policies = args.policies.split(",") if args.policies else ["tao", *ABLATIONS, *BASELINES]
+        policies = args.policies.split(",") if args.policies else ["tao", *ABLATIONS, *VARIANTS, *BASELINES]
         concurrencies = [int(c) for c in args.concurrency.split(",")]
         seeds = [int(s) for s in args.seeds.split(",")]
     for policy in policies:
         make_policy(policy)
-    # the slowest first (large traces, TAO's planner), so two workers finish together
     cells = [Cell(b, p, c, s) for b in benches for s in seeds for c in concurrencies for p in policies]
-    return sorted(cells, key=lambda cell: (cell.bench.name != "agentx", not cell.policy.startswith("tao")))
+    return sorted(cells, key=lambda cell: cell.bench.name != "agentx")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -165,7 +165,7 @@ def _plots(records: list[dict[str, Any]], directory: Path) -> None:
         results = [
             RunResult(r["policy"], r["concurrency"], r["seed"], RunMetrics(**r["metrics"]))
             for r in records
-            if r["workload"] == workload and r["seed"] == 0
+            if r["workload"] == workload and r["seed"] == 0 and r["policy"] not in ABLATIONS
         ]
         for path in write_plots(results, directory / workload):
             print(f"wrote {path}")

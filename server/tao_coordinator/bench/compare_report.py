@@ -1,5 +1,6 @@
 """Markdown tables of `tao bench compare`: every policy per concurrency, TAO against the best baseline per metric,
-and TAO's ablations against TAO. Figures of several seeds are averaged (the seed count is shown when above one).
+TAO's ablations against TAO — all from seed 0, one consistent run — and, where other seeds were run, the spread over
+seeds and how often TAO beat each baseline seed by seed.
 
 Relative change is `(TAO − best) / best`; for latency, TTFT and tool-end→first-token lower is better, for
 throughput and hit rate higher is better, and "best" is the best baseline on that metric alone at that concurrency
@@ -13,7 +14,7 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-from ..core.policies import ABLATIONS, BASELINES
+from ..core.policies import ABLATIONS, BASELINES, VARIANTS
 
 Record = dict[str, Any]
 
@@ -61,15 +62,48 @@ def better(direction: str, a: float, b: float) -> bool:
 
 
 def render_report(records: list[Record], fleets: dict[str, tuple[int, str]]) -> str:
-    table = averaged(records)
+    table = averaged([record for record in records if record["seed"] == 0])
     lines: list[str] = []
     for workload in sorted({key[0] for key in table}):
         nodes, profile = fleets.get(workload, (0, "?"))
         lines += [f"## {workload} — {nodes} × {profile}", ""]
-        lines += _policy_table(table, workload, ["tao", *BASELINES])
+        lines += _policy_table(table, workload, ["tao", *VARIANTS, *BASELINES])
         lines += _versus_best(table, workload)
         lines += _ablations(table, workload)
+        lines += _seed_check([r for r in records if r["workload"] == workload])
     return "\n".join(lines)
+
+
+def _seed_check(records: list[Record]) -> list[str]:
+    """Per concurrency with several seeds: mean (min–max) of the headline metrics, and TAO's wins seed by seed."""
+    runs: dict[tuple[int, str], dict[int, dict[str, Any]]] = defaultdict(dict)
+    for record in records:
+        runs[(record["concurrency"], record["policy"])][record["seed"]] = record["metrics"]
+    several = sorted(key for key, by_seed in runs.items() if len(by_seed) > 1)
+    if not several:
+        return []
+    headline = METRICS[:3]
+    lines = [
+        "Seeds (mean, min–max over seeds; wins: seeds in which TAO is at least as good as that policy):",
+        "",
+        "| conc | policy | seeds | " + " | ".join(title for title, *_ in headline) + " | TAO wins |",
+        "|" + "---|" * (len(headline) + 4),
+    ]
+    for concurrency, policy in several:
+        by_seed = runs[(concurrency, policy)]
+        tao = runs.get((concurrency, "tao"), {})
+        cells = []
+        wins = []
+        for _, field, direction, fmt in headline:
+            values = [m[field] for m in by_seed.values()]
+            cells.append(f"{_fmt(fmt, statistics.fmean(values))} ({_fmt(fmt, min(values))}–{_fmt(fmt, max(values))})")
+            common = [seed for seed in by_seed if seed in tao]
+            won = sum(not better(direction, by_seed[seed][field], tao[seed][field]) for seed in common)
+            wins.append(f"{won}/{len(common)}")
+        label = "**tao**" if policy == "tao" else policy
+        win_text = "–" if policy == "tao" else " · ".join(wins)
+        lines.append(f"| {concurrency} | {label} | {len(by_seed)} | " + " | ".join(cells) + f" | {win_text} |")
+    return [*lines, ""]
 
 
 def _concurrencies(table: dict[tuple[str, str, int], Any], workload: str) -> list[int]:

@@ -16,6 +16,11 @@ every holder keeps its place, which is what a plan would decide.
 enters the readiness horizon, an expired prediction is due for re-estimation, a session's decayed cache credit
 falls to zero); it should send `Tick()` then. A tick
 only looks at the sessions whose time has come, so it costs O(log n) per due session, not O(n).
+
+Baseline policies may ask for more (see `policies/base.py`): per-session wake-up times of their own (Continuum's pin
+expiry), and a periodic plan even when nobody waits (ThunderAgent's scheduler tick, which pauses holders). Neither
+applies to TAO. Events that only feed routers (`KvCacheEvent`, `LlmFirstToken`, and a `NodeUpdate` that changes
+nothing but the node's load figures) change no session and plan nothing; the policy's `observe` sees them.
 """
 
 from __future__ import annotations
@@ -32,7 +37,9 @@ from .events import (
     Close,
     Event,
     Heartbeat,
+    KvCacheEvent,
     LlmEnd,
+    LlmFirstToken,
     NodeRemoved,
     NodeUpdate,
     Register,
@@ -43,7 +50,7 @@ from .events import (
 from .model import CacheEvidence, EvidenceSource, Node, Phase, RunningTool, Session
 from .plan import PlanFinished
 from .planner import Planner
-from .policies.base import Policy
+from .policies.base import Policy, plan_interval, policy_wake_times
 from .settings import CoreSettings
 from .signals.cache_credit import with_evidence
 from .signals.duration import DurationEstimator, DurationHistory
@@ -67,6 +74,9 @@ class Coordinator:
         self.planner = Planner()
         self.inline_planning = inline_planning
         self._nodes_changed = False
+        self._plan_interval = plan_interval(policy)
+        self._next_periodic: float | None = None
+        self._periodic_due = False
 
     def on_event(self, event: Event | PlanFinished, now: float) -> list[Action]:
         if isinstance(event, PlanFinished):
@@ -74,6 +84,7 @@ class Coordinator:
         else:
             actions = self._handle(event, now)
             self.policy.observe(event, now)
+        self._keep_periodic(now)
         return actions + self._maybe_plan(now)
 
     def _handle(self, event: Event, now: float) -> list[Action]:
@@ -97,7 +108,8 @@ class Coordinator:
             case Close():
                 self.state.put(state_machine.close(self.state.session(event.session_id), now))
             case NodeUpdate():
-                self._node_update(event)
+                if not self._node_update(event):
+                    return []
             case NodeRemoved():
                 self.state.node(event.node_id)
                 self.state.drop_node(event.node_id)
@@ -107,10 +119,19 @@ class Coordinator:
                 evidence = CacheEvidence(event.node_id, event.tokens, now, EvidenceSource.KV_EVENTS)
                 self._put_changed(session, evidence=with_evidence(session.evidence, evidence, self.settings))
                 return []
+            case KvCacheEvent() | LlmFirstToken():
+                self._check_feed(event)
+                return []
             case Tick():
                 return self._tick(now)
         self.planner.mark_dirty()
         return []
+
+    def _check_feed(self, event: KvCacheEvent | LlmFirstToken) -> None:
+        """A router feed changes nothing here; it must still name a known node (and session)."""
+        self.state.node(event.node_id)
+        if isinstance(event, LlmFirstToken):
+            self.state.session(event.session_id)
 
     def _lease(self, now: float) -> float:
         return now + self.settings.lease_ttl_s
@@ -138,6 +159,11 @@ class Coordinator:
     def _acquire(self, event: Acquire, now: float) -> list[Action]:
         session = self.state.session(event.session_id)
         healthy = {node_id: node for node_id, node in self.state.nodes.items() if node.healthy}
+        if event.expected_input_tokens is not None or event.prompt_block_runs:
+            # the router decides on the call being asked for, not on the previous one
+            expected = event.expected_input_tokens
+            tokens = session.expected_input_tokens if expected is None else expected
+            session = replace(session, expected_input_tokens=tokens, prompt_block_runs=event.prompt_block_runs)
         if session.phase is Phase.IN_LLM:
             route_to = session.node
         elif session.phase in (Phase.IN_TOOL, Phase.CLOSED):
@@ -194,7 +220,8 @@ class Coordinator:
         self.history.add(tool.tool, duration)
         self.state.put(replace(updated, lease_expires_at=self._lease(now)))
 
-    def _node_update(self, event: NodeUpdate) -> None:
+    def _node_update(self, event: NodeUpdate) -> bool:
+        """Record the node; True when more than its load figures changed (then the pool is worth a plan)."""
         previous = self.state.nodes.get(event.node_id)
         node = Node(
             event.node_id,
@@ -203,12 +230,19 @@ class Coordinator:
             event.healthy,
             event.prefix_hit_rate,
             version=0 if previous is None else previous.version + 1,
+            running=event.running,
+            waiting=event.waiting,
+            kv_usage=event.kv_usage,
         )
         if previous is None or (previous.capacity_tokens, previous.healthy) != (node.capacity_tokens, node.healthy):
             self._nodes_changed = True
         self.state.put_node(node)
+        return previous is None or _without_load(previous) != _without_load(node)
 
     def _tick(self, now: float) -> list[Action]:
+        if self._next_periodic is not None and now >= self._next_periodic:
+            self._periodic_due = True
+            self._next_periodic = None
         actions: list[Action] = []
         for session_id in sorted(self.state.pop_due(now)):
             session = self.state.sessions[session_id]
@@ -233,10 +267,10 @@ class Coordinator:
         if not self.policy.plans or not self.planner.dirty or self.planner.in_flight is not None:
             return []
         nodes_matter = self._nodes_changed and bool(self.state.sessions)
-        if not self.state.pool and not nodes_matter and not self._holders_misplaced():
+        if not self.state.pool and not nodes_matter and not self._periodic_due and not self._holders_misplaced():
             self.planner.dirty = self._nodes_changed = False
             return []
-        self._nodes_changed = False
+        self._nodes_changed = self._periodic_due = False
         job = self.planner.begin(self.state.snapshot(now, self.settings), self.policy.plan)
         if job is None:
             return []
@@ -262,9 +296,26 @@ class Coordinator:
                 for evidence in session.evidence
                 if evidence.source is not EvidenceSource.KV_EVENTS and evidence.tokens >= unit
             ]
+        times.extend(policy_wake_times(self.policy, session))
         return times
+
+    def _keep_periodic(self, now: float) -> None:
+        """Keep the policy's periodic plan scheduled while sessions live, and only then, so an idle run ends."""
+        if self._plan_interval is None:
+            return
+        if not self.state.sessions:
+            self._next_periodic = None
+        elif self._next_periodic is None:
+            self._next_periodic = now + self._plan_interval
 
     def next_wakeup(self) -> float | None:
         """When to send the next `Tick()`: the earliest time at which time alone changes something. It may already
         have passed (the driver then ticks at once)."""
-        return self.state.next_wakeup()
+        wake = self.state.next_wakeup()
+        if self._next_periodic is not None and (wake is None or self._next_periodic < wake):
+            return self._next_periodic
+        return wake
+
+
+def _without_load(node: Node) -> Node:
+    return replace(node, version=0, running=0, waiting=0, kv_usage=0.0)

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 
 from .errors import InvalidEvent
-from .model import AgentContext, NodeId, SessionId, ToolHints
+from .model import AgentContext, BlockRun, NodeId, SessionId, ToolHints
 
 
 def _require_id(name: str, value: str) -> None:
@@ -22,6 +22,11 @@ def _require_id(name: str, value: str) -> None:
 def _require_count(name: str, value: int | None) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
         raise InvalidEvent(name, f"must be a non-negative integer, got {value!r}")
+
+
+def _require_runs(name: str, runs: tuple[BlockRun, ...]) -> None:
+    if any(len(run) != 2 or isinstance(run[1], bool) or run[1] < 1 for run in runs):
+        raise InvalidEvent(name, "must be runs (first block id, positive count)")
 
 
 def _require_seconds(name: str, value: float | None) -> None:
@@ -47,10 +52,15 @@ class Acquire:
 
     session_id: SessionId
     expected_input_tokens: int | None = None
+    prompt_block_runs: tuple[BlockRun, ...] = ()
+    """Identities of the prompt's full KV blocks, as runs (see `model.BlockRun`); empty when unknown. Only
+    prefix-aware routers read them. The simulator knows them from the workload; a live client would send the chained
+    hashes of the request's 16-token blocks, as a router that tokenizes computes them."""
 
     def __post_init__(self) -> None:
         _require_id("session_id", self.session_id)
         _require_count("expected_input_tokens", self.expected_input_tokens)
+        _require_runs("prompt_block_runs", self.prompt_block_runs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,17 +148,27 @@ class Close:
 
 @dataclass(frozen=True, slots=True)
 class NodeUpdate:
-    """A node joined, or its observed capacity, health or hit rate changed."""
+    """A node joined, or its observed capacity, health, hit rate or load changed (a `/metrics` scrape)."""
 
     node_id: NodeId
     capacity_tokens: int
     block_size: int = 16
     healthy: bool = True
     prefix_hit_rate: float = 0.0
+    running: int = 0
+    """`vllm:num_requests_running` at the scrape."""
+    waiting: int = 0
+    """`vllm:num_requests_waiting` at the scrape."""
+    kv_usage: float = 0.0
+    """`vllm:kv_cache_usage_perc` at the scrape, in [0, 1]."""
 
     def __post_init__(self) -> None:
         _require_id("node_id", self.node_id)
         _require_count("capacity_tokens", self.capacity_tokens)
+        _require_count("running", self.running)
+        _require_count("waiting", self.waiting)
+        if not 0.0 <= self.kv_usage <= 1.0:
+            raise InvalidEvent("kv_usage", f"must be within [0, 1], got {self.kv_usage!r}")
         if isinstance(self.block_size, bool) or not isinstance(self.block_size, int) or self.block_size < 1:
             raise InvalidEvent("block_size", f"must be a positive integer, got {self.block_size!r}")
         if not 0.0 <= self.prefix_hit_rate <= 1.0:
@@ -178,6 +198,38 @@ class CacheResidency:
 
 
 @dataclass(frozen=True, slots=True)
+class KvCacheEvent:
+    """One vLLM KV event of a node (`BlockStored`, `BlockRemoved` or `AllBlocksCleared`), block ids as runs.
+
+    The core keeps no per-block state: only a policy that indexes node caches (Dynamo's event-fed radix tree) reads
+    these. Apply them in order: `cleared` first, then `removed`, then `stored`."""
+
+    node_id: NodeId
+    stored: tuple[BlockRun, ...] = ()
+    removed: tuple[BlockRun, ...] = ()
+    cleared: bool = False
+
+    def __post_init__(self) -> None:
+        _require_id("node_id", self.node_id)
+        _require_runs("stored", self.stored)
+        _require_runs("removed", self.removed)
+
+
+@dataclass(frozen=True, slots=True)
+class LlmFirstToken:
+    """The running call of the session produced its first token on `node_id` (its prefill is done).
+
+    Seen by routers that sit on the token stream (Dynamo's frontend); changes no session state."""
+
+    session_id: SessionId
+    node_id: NodeId
+
+    def __post_init__(self) -> None:
+        _require_id("session_id", self.session_id)
+        _require_id("node_id", self.node_id)
+
+
+@dataclass(frozen=True, slots=True)
 class Tick:
     """Time passed: expire leases, re-estimate expired tool predictions, let readiness flip."""
 
@@ -193,5 +245,7 @@ Event = (
     | NodeUpdate
     | NodeRemoved
     | CacheResidency
+    | KvCacheEvent
+    | LlmFirstToken
     | Tick
 )

@@ -19,6 +19,9 @@ from types import MappingProxyType
 
 SessionId = str
 NodeId = str
+BlockRun = tuple[int, int]
+"""KV block identities `first, first+1, …, first+count−1` as `(first, count)`: a prompt's full 16-token blocks in
+order, prefix-chained (two prompts share their first k blocks exactly when their first k ids are equal)."""
 
 _EMPTY_LABELS: Mapping[str, str] = MappingProxyType({})
 
@@ -129,6 +132,8 @@ class Session:
     last_node: NodeId | None = None
     """The node that served the last call (used by routers and by fail-open clients)."""
     phase_since: float = 0.0
+    prompt_block_runs: tuple[BlockRun, ...] = ()
+    """KV block identities of the prompt of the latest acquire (empty when the client did not send them)."""
 
     @property
     def holds_place(self) -> bool:
@@ -162,3 +167,9 @@ class Node:
     prefix_hit_rate: float = 0.0
     """Observed share of prompt tokens served from the prefix cache, in [0, 1]."""
     version: int = 0
+    running: int = 0
+    """Requests running on the node at the last scrape (what a load-aware router reads from `/metrics`)."""
+    waiting: int = 0
+    """Requests queued inside the node at the last scrape."""
+    kv_usage: float = 0.0
+    """Share of the node's KV blocks held by live requests at the last scrape, in [0, 1]."""

@@ -6,7 +6,8 @@ Invariants:
 - a plan is applied as a sequence of steps: first every release (an interruption, or the old place of a moved
   session), then every placement, each group in plan order. A step is applied only if its session still has the
   version the snapshot saw (or the one its own release gave it), is not inside an LLM call, and — for a placement —
-  the node is still healthy and the session's weight still fits next to what the node's holders hold *now*; the
+  the node is still healthy and the session's weight still fits next to what the node's holders hold *now* (a
+  placement of weight 0 always fits: baselines that keep their own capacity rule charge 0); the
   first step that fails ends the applied prefix and the rest is dropped (its sessions are re-offered at the next
   plan, which the failure requests);
 - a finished job that is not the one in flight is ignored (it cannot happen with one driver, but a restarted
@@ -138,7 +139,9 @@ class _Applier:
         session = self._live(placement)
         node = self.fleet.usable_node(placement.node)
         cells = self._cells(placement)
-        if session is None or node is None or self.used.get(node.id, 0) + cells > capacity_cells(node, self.settings):
+        if session is None or node is None:
+            return False
+        if cells > 0 and self.used.get(node.id, 0) + cells > capacity_cells(node, self.settings):
             return False
         self.used[node.id] = self.used.get(node.id, 0) + cells
         admitted = state_machine.admit(session, self.now, node.id)

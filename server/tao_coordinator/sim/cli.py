@@ -31,7 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concurrency", default="16", help="comma-separated concurrent sessions (16)")
     parser.add_argument("--nodes", type=int, default=4, help="nodes in the fleet (4)")
     parser.add_argument("--node-profile", default="h100-tp2", help=f"one of {', '.join(BUILTIN_PROFILES)} (h100-tp2)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic workload (0)")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the synthetic workload and of policies' random choices (0)"
+    )
     parser.add_argument("--sessions", type=int, default=64, help="synthetic sessions to generate (64)")
     parser.add_argument("--limit-traces", type=int, help="replay only the first N traces")
     parser.add_argument(
@@ -141,6 +143,7 @@ def _run_one(
         args.nodes,
         plan_delay_s=args.plan_delay_ms / 1e3,
         progress=progress.advance,
+        seed=args.seed,
     )
     started = time.perf_counter()
     metrics = simulation.run(timing=not args.no_timing)

@@ -20,11 +20,13 @@ from typing import Any
 
 from ..core.actions import Route, StartPlan
 from ..core.coordinator import Coordinator
-from ..core.events import Acquire, Close, Event, LlmEnd, NodeUpdate, Register, Tick, ToolEnd, ToolStart
+from ..core.events import Acquire, Close, Event, LlmEnd, LlmFirstToken, NodeUpdate, Register, Tick, ToolEnd, ToolStart
 from ..core.model import AgentContext, ToolHints
 from ..core.plan import PlanFinished
 from ..core.policies import make_policy
+from ..core.policies.base import policy_inputs
 from ..core.settings import CoreSettings
+from .feeds import DEFAULT_SCRAPE_INTERVAL_S, RouterFeeds
 from .metrics import Recorder, RunMetrics, summarize
 from .node import Finished, FirstToken, NodeEngine, NodeProfile, NodeRequest, RequestRejected
 from .workloads import SessionScript, Workload
@@ -67,13 +69,18 @@ class FleetSimulation:
         settings: CoreSettings | None = None,
         plan_delay_s: float = 0.0,
         progress: Callable[[int], None] | None = None,
+        seed: int = 0,
+        scrape_interval_s: float = DEFAULT_SCRAPE_INTERVAL_S,
     ) -> None:
         if concurrency < 1 or nodes < 1:
             raise ValueError("concurrency and nodes must be at least 1")
         self.workload = workload
         self.settings = settings or CoreSettings(lease_ttl_s=1e12)
-        self.coordinator = Coordinator(make_policy(policy), self.settings, inline_planning=False)
-        self.engines = {f"node-{k:02d}": NodeEngine(profile, kv_events=False) for k in range(nodes)}
+        chosen = make_policy(policy, seed)
+        self.coordinator = Coordinator(chosen, self.settings, inline_planning=False)
+        inputs = policy_inputs(chosen)
+        self.engines = {f"node-{k:02d}": NodeEngine(profile, kv_events="kv_events" in inputs) for k in range(nodes)}
+        self.feeds = RouterFeeds(inputs, self.engines, scrape_interval_s)
         self.concurrency = concurrency
         self.plan_delay_s = plan_delay_s
         self.progress = progress
@@ -149,7 +156,7 @@ class FleetSimulation:
         first = script.requests[0].prompt.tokens
         context = AgentContext(harness=script.meta.source, shared_prefix_tokens=script.meta.shared_prefix_tokens)
         self._event(Register(session_id, context, expected_input_tokens=first))
-        self._event(Acquire(session_id, expected_input_tokens=first))
+        self._acquire(session, 0)
 
     def _submit(self, session_id: str, node_id: str) -> None:
         session = self._sessions[session_id]
@@ -186,13 +193,17 @@ class FleetSimulation:
         self._node_wake[node_id] = None
         for event in self.engines[node_id].advance(at):
             if isinstance(event, FirstToken):
-                self._first_token(event)
+                self._first_token(node_id, event)
             elif isinstance(event, Finished):
                 self._finished(node_id, event)
+            elif self.feeds.kv_events and (kv_event := self.feeds.kv_event(node_id, event)) is not None:
+                self._event(kv_event)
         self._wake_node(node_id)
 
-    def _first_token(self, event: FirstToken) -> None:
+    def _first_token(self, node_id: str, event: FirstToken) -> None:
         session = self._requests[event.request_id]
+        if self.feeds.first_token:
+            self._event(LlmFirstToken(session.id, node_id))
         waited = event.time - session.wanted_at
         self.recorder.ttfts.append(waited)
         self.recorder.engine_ttfts.append(event.ttft)
@@ -247,7 +258,13 @@ class FleetSimulation:
         self._event(ToolEnd(session.id, f"call-{session.index}", spec.gap_before_s))
         session.wanted_at = self._now
         session.after_tool = spec.gap_kind == "tool"
-        self._event(Acquire(session.id, expected_input_tokens=spec.prompt.tokens))
+        self._acquire(session, session.index)
+
+    def _acquire(self, session: _Session, index: int) -> None:
+        for update in self.feeds.scrape(self._now):
+            self._event(update)
+        prompt = session.script.requests[index].prompt
+        self._event(Acquire(session.id, expected_input_tokens=prompt.tokens, prompt_block_runs=prompt.block_runs))
 
     def _finish(self, session: _Session) -> None:
         now = self._now

@@ -1,0 +1,177 @@
+"""Continuum (released preview): pin a session's KV for 2 s after a call that ends in a short tool; job-FCFS order.
+
+Source: `reference/routers-and-baselines.md` §5.2, the released preview (`Hanchenli/vllm-continuum`, read in the
+fork `Whrlicht/vllm-continuum` HEAD cbd3702; `FIXED_THRESHOLD_CONTINUUM = 2.0`), not the paper's τ* rule:
+
+    on_finish(req of job j): unpin(j); tool = parse_tool(output); m = running mean of that tool's gap
+        pin(j, 2.0 s) if tool is not None and (m unknown or m ≤ 2.0) else free the KV
+    each step: unpin pins whose time is up while the job has no request waiting
+    queue: jobs with pinned KV first, then job-level FCFS (by the job's first arrival); a head that does not fit
+        waits; with nothing running and pins held, the pin ending last is evicted
+
+In our terms (an admission policy, like TAO): "holds a place" is "its KV is held". A call holds its node; when it
+ends the session keeps the place only while pinned (a pinned job's next request therefore starts at once, as the
+pinned-first order gives it in vLLM) and is interrupted when the pin runs out with the tool still running, or at
+once when not pinned (its blocks become ordinary LRU cache, as `kv_cache_manager.free` makes them). Waiting requests
+(a session whose tool ended, or that just registered, is about to ask: it counts as waiting; one released between
+calls that asks nothing does not) are
+admitted in job-FCFS order while they fit: on the node of the session's last call if there is room, else on the
+node with the most room; the first that fits nowhere stops admission (head-of-line, as vLLM's FCFS queue).
+Need = prompt (announced, else the context) + the session's mean output so far (512 before any), capped at the node
+capacity so a huge session runs alone on an empty node. The preview is per engine; the node choice is ours.
+
+Tool names: the preview parses the tool from the reply (the first word of its only ```bash block, the mini-swe-agent
+v1 text format) and finds none in tool-calling harnesses (Claude Code, OpenCode) — so it pins only for sessions whose
+harness is in `text_harnesses` and tools that are real commands (not a `<placeholder>`). The mean is the running mean
+of (next request − previous answer) per tool over all jobs. Deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from ..events import Acquire, Close, Event, ToolStart
+from ..model import Node, NodeId, Phase, Session, SessionId
+from ..plan import Placement, Plan
+from ..snapshot import Snapshot
+
+
+def asks(session: Session) -> bool:
+    """Whether the session wants a call now: a pending acquire, a tool just ended, or a new session."""
+    if session.phase is Phase.WAITING:
+        return session.acquire_pending or session.completed_calls == 0
+    return session.phase is Phase.READY
+
+
+class ContinuumPolicy:
+    name = "continuum"
+    plans = True
+
+    def __init__(
+        self,
+        *,
+        pin_s: float = 2.0,
+        text_harnesses: Iterable[str] = ("mini-swe-agent",),
+        default_output_tokens: int = 512,
+        seed: int = 0,
+    ) -> None:
+        self.pin_s = pin_s
+        self.text_harnesses = frozenset(text_harnesses)
+        self.default_output_tokens = default_output_tokens
+        self.means: dict[str, tuple[float, int]] = {}
+        self.pinned_until: dict[SessionId, float] = {}
+        self._departures: dict[SessionId, tuple[str, float]] = {}
+
+    def route(self, session: Session, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
+        return session.node if session.node in nodes else None
+
+    def wake_times(self, session: Session) -> Iterable[float]:
+        """A pin's end; and the moment a session without a place asks for a call, so that a plan considers it even
+        when the coordinator saw no reason to plan (an acquire by a session already in the waiting pool)."""
+        if session.phase is Phase.IN_TOOL and session.node is not None:
+            return (min(tool.started_at for tool in session.tools) + self.pin_s,)
+        if session.node is None and session.acquire_pending:
+            return (session.phase_since,)
+        return ()
+
+    def observe(self, event: Event, now: float) -> None:
+        if isinstance(event, ToolStart):
+            self.pinned_until.pop(event.session_id, None)
+            if self.parses(event.tool):
+                self._departures[event.session_id] = (event.tool, now)
+                total, count = self.means.get(event.tool, (0.0, 0))
+                if count == 0 or total / count <= self.pin_s:
+                    self.pinned_until[event.session_id] = now + self.pin_s
+        elif isinstance(event, Acquire):
+            departure = self._departures.pop(event.session_id, None)
+            if departure is not None:
+                tool, at = departure
+                total, count = self.means.get(tool, (0.0, 0))
+                self.means[tool] = (total + now - at, count + 1)
+        elif isinstance(event, Close):
+            self.pinned_until.pop(event.session_id, None)
+            self._departures.pop(event.session_id, None)
+
+    def parses(self, tool: str) -> bool:
+        """Whether the preview's parser would find this tool in the reply (harness checked in `plan`)."""
+        return not tool.startswith("<")
+
+    def pinned(self, session: Session, now: float) -> bool:
+        return session.context.harness in self.text_harnesses and self.pinned_until.get(session.id, -1.0) > now
+
+    def need(self, session: Session, node: Node) -> int:
+        output = session.output_tokens_total // session.completed_calls if session.completed_calls else 0
+        tokens = max(session.context_tokens, session.expected_input_tokens) + (output or self.default_output_tokens)
+        return min(tokens, node.capacity_tokens)
+
+    def plan(self, snapshot: Snapshot) -> Plan:
+        now = snapshot.now
+        nodes = {node.id: node for node in snapshot.nodes if node.healthy}
+        free = {node_id: node.capacity_tokens for node_id, node in nodes.items()}
+        running = set()
+        pins: dict[NodeId, list[Session]] = {}
+        releases: list[Placement] = []
+        for session in snapshot.sessions:
+            if session.node not in nodes:
+                continue
+            if session.phase is Phase.IN_LLM or session.completed_calls == 0:
+                running.add(session.node)
+            elif not self.pinned(session, now):
+                releases.append(Placement(session.id, session.version, None, 0))
+                continue
+            else:
+                pins.setdefault(session.node, []).append(session)
+            free[session.node] -= self.need(session, nodes[session.node])
+        admits = self._admit(snapshot, nodes, free, running, pins, releases)
+        return Plan(tuple(releases + admits), "continuum")
+
+    def _admit(
+        self,
+        snapshot: Snapshot,
+        nodes: dict[NodeId, Node],
+        free: dict[NodeId, int],
+        running: set[NodeId],
+        pins: dict[NodeId, list[Session]],
+        releases: list[Placement],
+    ) -> list[Placement]:
+        waiting = [s for s in snapshot.sessions if s.node is None and asks(s)]
+        admits: list[Placement] = []
+        for session in sorted(waiting, key=lambda s: (s.registered_at, s.id)):
+            target = self._fit(session, nodes, free)
+            if target is None:
+                target = self._evict_pin(session, nodes, free, running, pins, releases)
+            if target is None:
+                break
+            free[target] -= self.need(session, nodes[target])
+            running.add(target)
+            admits.append(Placement(session.id, session.version, target, 0))
+        return admits
+
+    def _fit(self, session: Session, nodes: dict[NodeId, Node], free: dict[NodeId, int]) -> NodeId | None:
+        if session.last_node in nodes and self.need(session, nodes[session.last_node]) <= free[session.last_node]:
+            return session.last_node
+        fitting = [n for n in sorted(nodes) if self.need(session, nodes[n]) <= free[n]]
+        return max(fitting, key=lambda n: free[n]) if fitting else None
+
+    def _evict_pin(
+        self,
+        session: Session,
+        nodes: dict[NodeId, Node],
+        free: dict[NodeId, int],
+        running: set[NodeId],
+        pins: dict[NodeId, list[Session]],
+        releases: list[Placement],
+    ) -> NodeId | None:
+        """With nothing running on a node and pins held there, evict pins ending last until the head fits."""
+        for node_id in sorted(pins):
+            if node_id in running:
+                continue
+            held = sorted(pins[node_id], key=lambda s: (self.pinned_until.get(s.id, 0.0), s.id))
+            while held and self.need(session, nodes[node_id]) > free[node_id]:
+                victim = held.pop()
+                free[node_id] += self.need(victim, nodes[node_id])
+                releases.append(Placement(victim.id, victim.version, None, 0))
+            pins[node_id] = held
+            if self.need(session, nodes[node_id]) <= free[node_id]:
+                return node_id
+        return None

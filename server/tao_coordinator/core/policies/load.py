@@ -1,0 +1,53 @@
+"""Router-side load bookkeeping shared by the per-request baselines: calls in flight per node, as a router counts them.
+
+A router knows what it dispatched and what finished, nothing else: `dispatch` when it routes a call, and the
+`LlmEnd` / `Close` events it observes. Overlapping calls of one session (which the coordinator routes to the running
+call's node without asking the router) are not counted, as a router that only sees dispatches would not count them.
+
+Invariants: every count is ≥ 0; `open_calls[s]` is the number of calls of session s dispatched and not ended, all on
+`node_of[s]`.
+"""
+
+from __future__ import annotations
+
+from ..events import Close, Event, LlmEnd
+from ..model import NodeId, SessionId
+
+
+class InFlight:
+    def __init__(self) -> None:
+        self.count: dict[NodeId, int] = {}
+        self.processed: dict[NodeId, int] = {}
+        """Calls dispatched to each node so far (SGLang's tie-break after load)."""
+        self.node_of: dict[SessionId, NodeId] = {}
+        self.open_calls: dict[SessionId, int] = {}
+
+    def load(self, node: NodeId) -> int:
+        return self.count.get(node, 0)
+
+    def dispatch(self, session_id: SessionId, node: NodeId) -> None:
+        self.count[node] = self.count.get(node, 0) + 1
+        self.processed[node] = self.processed.get(node, 0) + 1
+        self.node_of[session_id] = node
+        self.open_calls[session_id] = self.open_calls.get(session_id, 0) + 1
+
+    def observe(self, event: Event) -> NodeId | None:
+        """Count a call's end (or a closed session's open calls) off; the node that lost load, if any."""
+        if isinstance(event, LlmEnd):
+            return self._end(event.session_id, 1)
+        if isinstance(event, Close):
+            node = self._end(event.session_id, self.open_calls.get(event.session_id, 0))
+            self.node_of.pop(event.session_id, None)
+            self.open_calls.pop(event.session_id, None)
+            return node
+        return None
+
+    def _end(self, session_id: SessionId, calls: int) -> NodeId | None:
+        open_calls = self.open_calls.get(session_id, 0)
+        node = self.node_of.get(session_id)
+        calls = min(calls, open_calls)
+        if node is None or calls == 0:
+            return None
+        self.open_calls[session_id] = open_calls - calls
+        self.count[node] = max(0, self.count.get(node, 0) - calls)
+        return node

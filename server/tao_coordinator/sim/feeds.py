@@ -1,0 +1,70 @@
+"""What the simulated fleet tells a router beyond session events: the feeds its real system would read.
+
+A policy names the feeds it consumes in `inputs` (see `core/policies/base.py`); nothing else is sent, so TAO's runs
+are unchanged by routers' needs and each baseline sees only what its real system sees:
+
+- `node_load`: a `/metrics` scrape of every node — running and waiting requests, KV usage — sent as `NodeUpdate`s
+  before a call is routed when the last scrape is at least `scrape_interval_s` old. A real poller scrapes on a fixed
+  period, so its figures are up to one period old when a call arrives; this scrapes on demand, at most one period
+  apart, which is never staler. The figures are the engine's as of its last simulated step boundary, as vLLM
+  refreshes its gauges after every step.
+- `kv_events`: every `BlockStored` / `BlockRemoved` / `AllBlocksCleared` of every node, as `KvCacheEvent`s in the
+  order the node emitted them (vLLM's `--kv-events-config` stream).
+- `first_token`: `LlmFirstToken` when a call's first token leaves the node (a router on the token stream sees it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..core.events import KvCacheEvent, NodeUpdate
+from .node import AllBlocksCleared, BlockRemoved, BlockStored, NodeEngine, NodeEvent
+
+DEFAULT_SCRAPE_INTERVAL_S = 0.05
+"""The llm-d/GIE endpoint picker's metrics refresh interval (50 ms), used for every load-reading router."""
+
+
+class RouterFeeds:
+    def __init__(
+        self,
+        inputs: frozenset[str],
+        engines: Mapping[str, NodeEngine],
+        scrape_interval_s: float = DEFAULT_SCRAPE_INTERVAL_S,
+    ) -> None:
+        self.node_load = "node_load" in inputs
+        self.kv_events = "kv_events" in inputs
+        self.first_token = "first_token" in inputs
+        self.engines = engines
+        self.scrape_interval_s = scrape_interval_s
+        self._scraped_at: float | None = None
+
+    def scrape(self, now: float) -> list[NodeUpdate]:
+        """The scrape due before routing at `now` (empty when load is not fed or the last one is recent)."""
+        if not self.node_load or (self._scraped_at is not None and now - self._scraped_at < self.scrape_interval_s):
+            return []
+        self._scraped_at = now
+        updates = []
+        for node_id, engine in self.engines.items():
+            counters = engine.counters()
+            profile = engine.profile
+            updates.append(
+                NodeUpdate(
+                    node_id,
+                    profile.capacity_tokens,
+                    profile.block_size,
+                    running=counters.num_requests_running,
+                    waiting=counters.num_requests_waiting,
+                    kv_usage=min(1.0, max(0.0, counters.kv_cache_usage_perc)),
+                )
+            )
+        return updates
+
+    @staticmethod
+    def kv_event(node_id: str, event: NodeEvent) -> KvCacheEvent | None:
+        if isinstance(event, BlockStored):
+            return KvCacheEvent(node_id, stored=event.block_runs)
+        if isinstance(event, BlockRemoved):
+            return KvCacheEvent(node_id, removed=event.block_runs)
+        if isinstance(event, AllBlocksCleared):
+            return KvCacheEvent(node_id, cleared=True)
+        return None

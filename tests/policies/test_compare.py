@@ -1,0 +1,57 @@
+"""`tao bench compare`: the cells it plans and the tables it writes (TAO against the best baseline per metric)."""
+
+import argparse
+
+from tao_coordinator.bench.compare import add_arguments, plan_cells
+from tao_coordinator.bench.compare_report import render_report
+from tao_coordinator.core.policies import ABLATIONS, BASELINES, VARIANTS
+
+
+def _args(*argv):
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def _record(policy, concurrency, seed=0, **metrics):
+    base = {
+        "latency_mean_s": 100.0,
+        "latency_p99_s": 300.0,
+        "ttft_mean_s": 1.0,
+        "ttft_p99_s": 5.0,
+        "decode_throughput_tok_s": 1000.0,
+        "tool_end_to_first_token_mean_s": 1.0,
+        "prefix_hit_rate": 0.9,
+        "preemptions": 0,
+        "makespan_s": 1000.0,
+    }
+    return {"workload": "swe", "policy": policy, "concurrency": concurrency, "seed": seed, "metrics": base | metrics}
+
+
+def test_the_full_benchmark_covers_every_policy_workload_and_concurrency():
+    cells = plan_cells(_args())
+    assert len(cells) == 2 * 4 * (1 + len(ABLATIONS) + len(VARIANTS) + len(BASELINES))
+    assert {c.bench.name for c in cells} == {"agentx", "swe"}
+    quick = plan_cells(_args("--quick"))
+    assert {c.concurrency for c in quick} == {64} and {c.seed for c in quick} == {0}
+    assert {c.bench.limit for c in quick if c.bench.name == "agentx"} == {100}
+
+
+def test_the_report_compares_tao_with_the_best_baseline_on_each_metric_alone():
+    records = [
+        _record("tao", 64, latency_mean_s=80.0, decode_throughput_tok_s=900.0),
+        _record("sglang-cache-aware", 64, latency_mean_s=100.0, decode_throughput_tok_s=950.0),
+        _record("thunderagent", 64, latency_mean_s=90.0, decode_throughput_tok_s=1000.0),
+        _record("tao-no-dp", 64, latency_mean_s=88.0),
+        _record("tao", 64, seed=1, latency_mean_s=95.0),
+        _record("thunderagent", 64, seed=1, latency_mean_s=92.0),
+    ]
+    report = render_report(records, {"swe": (4, "h100-tp2")})
+    assert "## swe — 4 × h100-tp2" in report
+    # latency: best baseline thunderagent 90 → −11.1 %; throughput: thunderagent 1,000 → −10.0 %
+    assert "80 s vs 90 s thunderagent: -11.1% ✓" in report
+    assert "900 tok/s vs 1,000 tok/s thunderagent: -10.0% ✗" in report
+    assert "| 64 | tao-no-dp | 88 s (+10.0%)" in report
+    # seed 0 only in the main table; the seed check shows both seeds and TAO's wins seed by seed
+    assert "| 64 | thunderagent | 2 | 91 s (90 s–92 s)" in report
+    assert "1/2" in report

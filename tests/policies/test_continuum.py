@@ -1,0 +1,97 @@
+"""Continuum's released rules through the coordinator: 2 s pins for short or unknown tools of text-format harnesses,
+release when the pin runs out, job-FCFS admission with head-of-line blocking."""
+
+from tao_coordinator.core.actions import Admit, Interrupt, Route
+from tao_coordinator.core.coordinator import Coordinator
+from tao_coordinator.core.events import Acquire, LlmEnd, NodeUpdate, Register, Tick, ToolEnd, ToolStart
+from tao_coordinator.core.model import AgentContext
+from tao_coordinator.core.policies.continuum import ContinuumPolicy
+from tao_coordinator.core.settings import CoreSettings
+
+MINI = AgentContext(harness="mini-swe-agent")
+
+
+def fleet(capacity=30_000):
+    c = Coordinator(ContinuumPolicy(), CoreSettings(lease_ttl_s=1e9))
+    c.on_event(NodeUpdate("a", capacity), 0.0)
+    return c
+
+
+def start(c, sid, now, tokens=10_000, context=MINI):
+    """Register and ask for a first call (a registered session counts as waiting: it admits at registration)."""
+    admitted = c.on_event(Register(sid, context, expected_input_tokens=tokens), now)
+    return admitted + c.on_event(Acquire(sid, expected_input_tokens=tokens), now)
+
+
+def call_then_tool(c, sid, now, tool="pytest", tokens=10_000):
+    c.on_event(LlmEnd(sid, "a", tokens, 0, 100), now)
+    return c.on_event(ToolStart(sid, f"{sid}-{now}", tool), now)
+
+
+def test_a_short_or_unknown_tool_keeps_its_place_for_two_seconds():
+    c = fleet()
+    assert start(c, "s1", 0.0) == [Admit("s1", "a"), Route("s1", "a")]
+    start(c, "s2", 0.0)
+    assert start(c, "s3", 0.0) == []  # 3 × (10,000 + 512) > 30,000: s3 waits
+    assert c.next_wakeup() == 0.0 and c.on_event(Tick(), 0.0) == []  # its request is considered: it does not fit
+    assert call_then_tool(c, "s1", 1.0) == []  # pytest has no history: pinned until 3.0
+    assert c.next_wakeup() == 3.0
+    assert c.on_event(Tick(), 3.0) == [Interrupt("s1", "a"), Admit("s3", "a"), Route("s3", "a")]
+
+
+def test_a_pinned_session_back_from_its_tool_in_time_calls_at_once():
+    c = fleet()
+    start(c, "s1", 0.0)
+    start(c, "s2", 0.0)
+    start(c, "s3", 0.0)
+    call_then_tool(c, "s1", 1.0)
+    c.on_event(ToolEnd("s1", "s1-1.0"), 2.0)
+    assert c.on_event(Acquire("s1", expected_input_tokens=10_200), 2.0) == [Route("s1", "a")]
+
+
+def test_a_tool_whose_mean_gap_passes_two_seconds_or_a_tool_call_harness_is_not_pinned():
+    c = fleet()
+    start(c, "s1", 0.0)
+    start(c, "s2", 0.0)
+    for k in range(2):  # pytest gaps of 5 s: mean 5 > 2
+        t = 1.0 + 10 * k
+        call_then_tool(c, "s1", t)
+        c.on_event(ToolEnd("s1", f"s1-{t}"), t + 5)
+        c.on_event(Acquire("s1", expected_input_tokens=10_000), t + 5)
+    start(c, "s3", 30.0)
+    assert call_then_tool(c, "s1", 31.0) == [Interrupt("s1", "a"), Admit("s3", "a"), Route("s3", "a")]
+    c2 = fleet()
+    claude = AgentContext(harness="agentx")
+    start(c2, "c1", 0.0, context=claude)
+    start(c2, "c2", 0.0, context=claude)
+    start(c2, "c3", 0.0, context=claude)
+    assert call_then_tool(c2, "c1", 1.0, tool="<tool>") == [Interrupt("c1", "a"), Admit("c3", "a"), Route("c3", "a")]
+
+
+def test_waiting_jobs_are_admitted_in_first_arrival_order_and_a_head_that_does_not_fit_blocks_the_rest():
+    c = fleet(capacity=40_000)
+    start(c, "s1", 0.0, tokens=20_000)
+    start(c, "s2", 0.0, tokens=10_000)
+    assert start(c, "big", 1.0, tokens=25_000) == []
+    assert start(c, "small", 2.0, tokens=1_000) == []  # it would fit, but big is first in line
+    # s2 ends its call with an unknown harness tool → not pinned → released; 20,512 + 25,512 > 40,000: big still waits
+    c.on_event(LlmEnd("s2", "a", 10_000, 0, 100), 3.0)
+    actions = c.on_event(ToolStart("s2", "x", "<format-error>"), 3.0)
+    assert Interrupt("s2", "a") in actions and not any(isinstance(a, Admit) for a in actions)
+
+
+def test_a_session_released_between_calls_is_not_admitted_again_until_it_asks():
+    c = fleet()
+    start(c, "s1", 0.0)
+    start(c, "s2", 0.0)
+    start(c, "s3", 0.0)
+    # s1's call ends and it asks for nothing (a parent waiting for its sub-agents): it holds KV it does not need
+    c.on_event(LlmEnd("s1", "a", 10_000, 0, 100), 1.0)
+    actions = c.on_event(Tick(), 1.0)
+    assert actions == [Interrupt("s1", "a"), Admit("s3", "a"), Route("s3", "a")]
+    assert c.on_event(Tick(), 2.0) == []  # no admission back and forth
+    c.on_event(LlmEnd("s3", "a", 10_000, 0, 100), 3.0)
+    c.on_event(ToolStart("s3", "x", "<format-error>"), 3.0)  # s3 released: room for s1 once it asks
+    assert c.on_event(Acquire("s1", expected_input_tokens=10_100), 4.0) == []  # already in the pool: no plan
+    assert c.next_wakeup() <= 4.0  # but its request asks for one: the driver ticks at once
+    assert c.on_event(Tick(), 4.0) == [Admit("s1", "a"), Route("s1", "a")]
