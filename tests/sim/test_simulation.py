@@ -1,4 +1,5 @@
-"""The fleet simulator end to end: hand-computed figures on tiny traces, determinism, the context cap, the CLI."""
+"""The fleet simulator end to end: hand-computed figures on tiny traces, the closed loop and sub-agents, requests no
+node can take, determinism, the context cap, the CLI."""
 
 import json
 
@@ -6,8 +7,27 @@ import pytest
 
 from tao_coordinator.sim.driver import FleetSimulation
 from tao_coordinator.sim.node import NodeProfile, profile_by_name
-from tao_coordinator.sim.workloads import generate, load_agentx
+from tao_coordinator.sim.prompt import Prompt
+from tao_coordinator.sim.workloads import (
+    TOOL_START,
+    TOOL_UNKNOWN,
+    LoadReport,
+    RequestSpec,
+    ScriptMeta,
+    SessionScript,
+    SubagentLaunch,
+    Workload,
+    generate,
+    load_agentx,
+)
 from tao_sdk.cli import main as tao
+
+TP1 = profile_by_name("h100-tp1")
+JSON_METRICS = {
+    "latency_mean_s", "latency_p50_s", "latency_p99_s", "ttft_mean_s", "ttft_p50_s", "ttft_p99_s",
+    "decode_throughput_tok_s", "tool_end_to_first_token_mean_s", "prefix_hit_rate", "preemptions", "makespan_s",
+    "plan_mean_ms", "plan_p95_ms", "planner_overhead_share",
+}  # fmt: skip
 
 
 def _request(t, tokens, out, ids, kind="tool_result", think=0.0):
@@ -53,6 +73,24 @@ def _prefill_ms(new, offset):
     return linear + attention + 1.5 + 1.556e9 / 2.8e12 * 1e3
 
 
+def _spec(tokens, first_id, gap=0.0):
+    """A request of `tokens` prompt tokens whose blocks are the ids `first_id…`, answered with one token."""
+    kind, tool = ("tool", TOOL_UNKNOWN) if gap else ("start", TOOL_START)
+    return RequestSpec(Prompt(tokens, ((first_id, tokens // 16),)), 1, gap, kind, tool)
+
+
+def _script(script_id, *requests, subagents=()):
+    return SessionScript(script_id, requests, ScriptMeta("agentx", "m"), subagents)
+
+
+def _workload(*scripts):
+    requests = [r for script in scripts for r in script.all_requests()]
+    report = LoadReport(
+        "test", len(scripts), len(scripts), len(requests), 0, 0, sum(r.prompt.tokens for r in requests), None
+    )
+    return Workload("test", scripts, report)
+
+
 def test_tiny_trace_ttft_and_hit_rate_by_hand(tmp_path):
     # one session: 1,024 tokens (16 trace blocks), then after a 10 s tool 2,048 tokens extending the same prefix
     first = list(range(1, 17))
@@ -74,17 +112,77 @@ def test_tiny_trace_ttft_and_hit_rate_by_hand(tmp_path):
 
 
 def test_tiny_trace_preemption_count_by_hand(tmp_path):
-    # a node of 10 usable 16-token blocks. Two sessions arrive together, each 64 prompt tokens (4 blocks) and 64
-    # output tokens: both are admitted (8 blocks); decoding in lockstep, each needs a 5th block after its 64th
-    # output... the first gets the last free block, the second has none and is preempted (recompute): 1 preemption.
-    # When the first finishes (7 cached blocks + 1 partial freed), the second is re-admitted alone and completes.
-    profile = NodeProfile("tiny", profile_by_name("h100-tp1").step, num_gpu_blocks=11)
+    # A node of 10 usable 16-token blocks. Two sessions arrive together, each 64 prompt tokens (4 blocks) and 64
+    # output tokens (127 computed tokens at the end: 8 blocks, 16 for both — more than the node has). Both prompts fit
+    # and are admitted; each first decode fills a 5th block (10 held, none free). When the first has computed 80
+    # tokens it needs a 6th block: the last admitted request is preempted by recompute and its blocks freed —
+    # 1 preemption. To come back it needs 6 blocks (prompt + 17 generated), more than the first leaves free until it
+    # finishes, so it re-runs alone and nothing is preempted again. No prompt shares a block: hit rate 0.
+    profile = NodeProfile("tiny", TP1.step, num_gpu_blocks=11)
     traces = [_trace(f"trace_{k:04d}", [_request(0, 64, 64, [10 * k + 1])]) for k in (1, 2)]
     workload = load_agentx(_write(tmp_path, traces))
     simulation = FleetSimulation(workload, "round-robin", 2, profile, 1)
     metrics = simulation.run()
     assert metrics.preemptions == 1
     assert metrics.requests == 2 and metrics.rejected_requests == 0
+    assert metrics.prefix_hit_rate == 0
+    assert metrics.decode_throughput_tok_s == pytest.approx(128 / metrics.makespan_s)
+
+
+def test_calls_that_reach_an_idle_node_at_one_instant_share_its_first_step():
+    # two sessions start together at t=0 on one TP1 node, 1,024 new tokens each: vLLM's scheduler takes both into
+    # one step of 2,048 tokens (within the 8,192-token budget), so both see the same TTFT — that step, by hand
+    linear = max(23.4, 0.099 * 2048) + 0.15 * min(23.4, 0.099 * 2048)
+    attention = 2.097e6 * 2 * 1024 * (1024 / 2) / 4e14 * 1e3
+    step = (linear + attention + 1.5 + 1.556e9 / 2.8e12 * 1e3) / 1e3
+    scripts = [_script(f"s{k}", _spec(1024, 10_000 * k)) for k in range(2)]
+    simulation = FleetSimulation(_workload(*scripts), "round-robin", 2, TP1, 1)
+    simulation.run()
+    assert simulation.recorder.ttfts == pytest.approx([step, step], rel=1e-9)
+
+
+def test_a_finished_session_is_replaced_by_the_next_script_until_none_is_left():
+    # concurrency 1: three one-step sessions run back to back, each starting when the previous answer arrives
+    scripts = [_script(f"s{k}", _spec(1024, 10_000 * k)) for k in range(3)]
+    metrics = FleetSimulation(_workload(*scripts), "round-robin", 1, TP1, 1).run()
+    step = _prefill_ms(1024, 0) / 1e3
+    assert metrics.requests == 3
+    assert metrics.latency_p50_s == pytest.approx(step, rel=1e-9) and metrics.ttft_p99_s == pytest.approx(step)
+    assert metrics.makespan_s == pytest.approx(3 * step, rel=1e-9)
+
+
+@pytest.mark.parametrize("blocks_parent", (True, False))
+def test_a_subagent_runs_as_a_child_session_and_a_blocking_one_holds_its_parent(blocks_parent):
+    # parent: 1,024 tokens; then a child starts 2 s after that answer (512 tokens of its own); the parent's next
+    # request (its first 1,024 tokens cached, 1,024 new) leaves 5 s after the child's answer if the child blocks it,
+    # else 5 s after its own answer. Concurrency 1: the child does not take the parent's place.
+    child = _script("child", _spec(512, 50_000))
+    parent = _script(
+        "parent",
+        _spec(1024, 0),
+        _spec(2048, 0, gap=5.0),
+        subagents=(SubagentLaunch(0, 2.0, child, blocks_parent),),
+    )
+    simulation = FleetSimulation(_workload(parent), "round-robin", 1, TP1, 1)
+    metrics = simulation.run()
+    first, child_step, second = _prefill_ms(1024, 0) / 1e3, _prefill_ms(512, 0) / 1e3, _prefill_ms(1024, 1024) / 1e3
+    assert simulation.recorder.ttfts == pytest.approx([first, child_step, second], rel=1e-9)
+    before_second = 2.0 + child_step + 5.0 if blocks_parent else 5.0
+    assert simulation.recorder.task_latencies == pytest.approx([first + before_second + second], rel=1e-9)
+    assert metrics.prefix_hit_rate == pytest.approx(1024 / (1024 + 512 + 2048))
+
+
+@pytest.mark.parametrize("policy", ("round-robin", "tao"))
+def test_a_request_no_node_can_take_ends_its_call_with_an_error_and_the_run_goes_on(policy):
+    # 10 usable blocks (160 tokens); no context cap was applied, so the second request (320 tokens) is rejected
+    small = NodeProfile("tiny", TP1.step, num_gpu_blocks=11)
+    scripts = (
+        _script("a", _spec(64, 0), _spec(320, 1000, gap=1.0), _spec(64, 0, gap=1.0)),
+        _script("b", _spec(64, 2000)),
+    )
+    metrics = FleetSimulation(_workload(*scripts), policy, 1, small, 1).run()
+    assert (metrics.requests, metrics.rejected_requests) == (3, 1)
+    assert metrics.makespan_s > 2.0
 
 
 def test_same_seed_gives_byte_identical_json(tmp_path):
@@ -125,6 +223,7 @@ def test_same_seed_gives_byte_identical_json(tmp_path):
     ]
     for run in document["runs"]:
         metrics = run["metrics"]
+        assert run["seed"] == 7 and set(metrics) >= JSON_METRICS
         assert metrics["requests"] == document["workload"]["requests"]
         assert 0 < metrics["prefix_hit_rate"] <= 1
         assert metrics["latency_p50_s"] <= metrics["latency_p99_s"]

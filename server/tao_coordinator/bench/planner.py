@@ -21,13 +21,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..core.policies.placement import build_problem
-from ..core.policies.tao import TaoPolicy, tao
+from ..core.policies.tao import TaoPolicy, tao, tao_no_dp
 from ..core.snapshot import Snapshot
 from ..core.solver.problem import Problem
 from ..core.value import Value
 from .snapshots import record_snapshots
 
 SIZES = ((64, 8), (256, 16), (1024, 64))
+POLICIES = {"tao": tao, "tao-no-dp": tao_no_dp}
+"""The planners worth timing: TAO's pipeline, and the paper's best-fit decreasing alone (its gap is the point)."""
 
 
 @dataclass
@@ -62,11 +64,13 @@ def percentile(sorted_values: list[float], share: float) -> float:
     return sorted_values[index]
 
 
-def measure(sessions: int, nodes: int, count: int, seed: int, milp_samples: int, milp_limit_s: float) -> Row:
+def measure(
+    sessions: int, nodes: int, count: int, seed: int, milp_samples: int, milp_limit_s: float, policy_name: str = "tao"
+) -> Row:
     from ..core.solver.milp import solve_milp  # SciPy: only the benchmark and tests need it
 
     snapshots = record_snapshots(sessions, nodes, count, seed)
-    policy = tao()
+    policy = POLICIES[policy_name]()
     times, methods, candidates = [], Counter[str](), []
     plans = []
     for snapshot in snapshots:
@@ -134,6 +138,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--milp-samples", type=int, default=10, help="snapshots per size solved by the MILP (10)")
     parser.add_argument("--milp-time-limit", type=float, default=5.0, help="seconds per MILP solve (5)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--policy", choices=sorted(POLICIES), default="tao", help="the planner to time (tao)")
     parser.add_argument(
         "--sizes", default=",".join(f"{s}x{n}" for s, n in SIZES), help="sessions×nodes list, e.g. 64x8,256x16"
     )
@@ -153,7 +158,9 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for sessions, nodes in parse_sizes(args.sizes):
         print(f"measuring {sessions} sessions × {nodes} nodes …", flush=True)
-        rows.append(measure(sessions, nodes, args.snapshots, args.seed, args.milp_samples, args.milp_time_limit))
+        rows.append(
+            measure(sessions, nodes, args.snapshots, args.seed, args.milp_samples, args.milp_time_limit, args.policy)
+        )
     print(render(rows))
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")

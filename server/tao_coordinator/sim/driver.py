@@ -5,6 +5,10 @@ and carries out the same actions — a `Route` submits the call to a node engine
 (timed on the wall clock) and its result delivered `plan_delay_s` of virtual time later, so events that arrive
 meanwhile coalesce as they do live. Sessions replay the closed-loop contract of `workloads/model.py`.
 
+Calls submitted to a node during one heap entry (the sessions a plan admits together, the first sessions at time 0)
+join the node's next step together, as they would join vLLM's next scheduler step: a node is asked for its next
+event time only after the entry is done, because asking commits the step.
+
 Determinism: the heap orders by (time, insertion number); engines, coordinator and workload are deterministic, so a
 seed gives the same simulated run. Only the wall-clock planner timings differ between runs.
 """
@@ -90,6 +94,7 @@ class FleetSimulation:
         self._sessions: dict[str, _Session] = {}
         self._requests: dict[str, _Session] = {}
         self._node_wake: dict[str, float | None] = dict.fromkeys(self.engines)
+        self._nodes_to_wake: set[str] = set()
         self._tick_at: float | None = None
         self._next_script = 0
         self._now = 0.0
@@ -103,10 +108,12 @@ class FleetSimulation:
     def run(self, timing: bool = True) -> RunMetrics:
         for _ in range(min(self.concurrency, len(self.workload.scripts))):
             self._start_next(0.0)
+        self._wake_nodes()
         while self._heap:
             entry = heapq.heappop(self._heap)
             self._now = entry.at
             entry.action()
+            self._wake_nodes()
             self._schedule_tick()
             self.events += 1
         preemptions = sum(engine.counters().num_preemptions for engine in self.engines.values())
@@ -179,13 +186,15 @@ class FleetSimulation:
             self._answered(session, self._now)
             return
         self._requests[request_id] = session
-        self._wake_node(node_id)
+        self._nodes_to_wake.add(node_id)
 
-    def _wake_node(self, node_id: str) -> None:
-        wake = self.engines[node_id].next_event_time()
-        if wake is not None and wake != self._node_wake[node_id]:
-            self._node_wake[node_id] = wake
-            self._at(wake, lambda: self._advance_node(node_id, wake))
+    def _wake_nodes(self) -> None:
+        for node_id in sorted(self._nodes_to_wake):
+            wake = self.engines[node_id].next_event_time()
+            if wake is not None and wake != self._node_wake[node_id]:
+                self._node_wake[node_id] = wake
+                self._at(wake, lambda node_id=node_id, wake=wake: self._advance_node(node_id, wake))  # type: ignore[misc]
+        self._nodes_to_wake.clear()
 
     def _advance_node(self, node_id: str, at: float) -> None:
         if self._node_wake[node_id] != at:
@@ -198,7 +207,7 @@ class FleetSimulation:
                 self._finished(node_id, event)
             elif self.feeds.kv_events and (kv_event := self.feeds.kv_event(node_id, event)) is not None:
                 self._event(kv_event)
-        self._wake_node(node_id)
+        self._nodes_to_wake.add(node_id)
 
     def _first_token(self, node_id: str, event: FirstToken) -> None:
         session = self._requests[event.request_id]

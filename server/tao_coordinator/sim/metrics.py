@@ -1,7 +1,8 @@
 """What a simulated run measures, and the summary `tao sim` prints and writes.
 
 Definitions (every time is virtual seconds unless named `_ms`):
-- task latency: a top-level session's first request wanted → its last answer (children included);
+- task latency: a top-level session's first request wanted → its last answer (a blocking child delays that answer;
+  an async child that outlives its parent is not waited for);
 - TTFT: a request wanted by the agent (after its tool or gap) → its first token. It includes the wait for admission
   under TAO and the queue inside vLLM for every policy, so policies compare on what the agent sees;
 - engine TTFT: arrival at the node → first token (vLLM's own TTFT), for diagnosis;
