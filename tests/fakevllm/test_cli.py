@@ -58,10 +58,23 @@ def test_vllm_kv_events_config_json_is_accepted():
     assert build_config(parser.parse_args(["--kv-events-config", '{"endpoint": "tcp://*:1"}'])).kv_events is None
 
 
-def test_bench_command_reports_without_errors():
-    command = [sys.executable, "-m", "tao_sdk.cli", "bench", "fake-vllm", "--requests", "30", "--concurrency", "15"]
-    command += ["--time-scale", "50", "--startup-trials", "1", "--max-tokens", "8", "--json"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
-    assert report["errors"] == 0 and report["requests_per_s"] > 0 and len(report["startup_s"]) == 1
+def test_bench_command_serves_200_concurrent_streams_prints_and_writes_json(tmp_path):
+    out = tmp_path / "bench.json"
+    command = [sys.executable, "-m", "tao_sdk.cli", "bench", "fake-vllm", "--requests", "200", "--concurrency", "200"]
+    command += ["--time-scale", "50", "--startup-trials", "1", "--max-tokens", "8", "--json", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 errors" in done.stdout and "requests/s" in done.stdout and "p99" in done.stdout
+    assert done.stdout.rstrip().endswith(f"wrote {out}")
+    report = json.loads(out.read_text())
+    assert (report["requests"], report["concurrency"], report["errors"]) == (200, 200, 0)
+    assert report["requests_per_s"] > 0 and report["latency_p99_s"] >= report["latency_p50_s"] > 0
+    assert len(report["startup_s"]) == 1 and report["cached_share"] > 0
+
+
+def test_bench_command_refuses_values_that_measure_nothing(tmp_path, capsys):
+    out = tmp_path / "never.json"
+    assert main(["bench", "fake-vllm", "--concurrency", "0", "--json", str(out)]) == 2
+    assert "must be positive" in capsys.readouterr().err and not out.exists()
+    assert main(["bench", "fake-vllm", "--profile", "h200-tp9", "--json", str(out)]) == 2
+    assert "unknown node profile 'h200-tp9'" in capsys.readouterr().err and not out.exists()

@@ -6,7 +6,8 @@
    `--concurrency` in flight, each with a shared system prompt and its own user message. A request counts as an error
    unless it answers 200, streams every chunk of its `max_tokens` and ends with a usage chunk and `data: [DONE]`.
 Prints requests/s (wall), latency and time-to-first-token percentiles (wall seconds; × time scale = engine seconds),
-errors and the share of prompt tokens served from the prefix cache; `--json` prints the same as one JSON object.
+errors and the share of prompt tokens served from the prefix cache; `--json PATH` also writes the same figures to
+PATH as one JSON object (a figure without samples is null), like the other `tao bench` commands.
 """
 
 from __future__ import annotations
@@ -14,15 +15,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import socket
 import statistics
 import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import aiohttp
 
+from ..sim.node import UnknownProfile, profile_by_name
 from .tokenizer import filler_pieces
 
 HEALTH_TIMEOUT_S = 30.0
@@ -56,15 +60,15 @@ class Report:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--requests", type=int, default=1000)
-    parser.add_argument("--concurrency", type=int, default=200)
-    parser.add_argument("--time-scale", type=float, default=10.0)
-    parser.add_argument("--profile", default="h100-tp2")
-    parser.add_argument("--system-tokens", type=int, default=1000, help="length of the shared system prompt")
-    parser.add_argument("--user-tokens", type=int, default=200, help="length of each request's own message")
-    parser.add_argument("--max-tokens", type=int, default=64)
-    parser.add_argument("--startup-trials", type=int, default=3)
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    parser.add_argument("--requests", type=int, default=1000, help="streaming requests sent in the load phase (1000)")
+    parser.add_argument("--concurrency", type=int, default=200, help="requests in flight at most (200)")
+    parser.add_argument("--time-scale", type=float, default=10.0, help="the server's --time-scale (10)")
+    parser.add_argument("--profile", default="h100-tp2", help="the server's node profile (h100-tp2)")
+    parser.add_argument("--system-tokens", type=int, default=1000, help="length of the shared system prompt (1000)")
+    parser.add_argument("--user-tokens", type=int, default=200, help="length of each request's own message (200)")
+    parser.add_argument("--max-tokens", type=int, default=64, help="output tokens per request (64)")
+    parser.add_argument("--startup-trials", type=int, default=3, help="servers spawned to time startup (3)")
+    parser.add_argument("--json", type=Path, help="write the figures as JSON to this file")
 
 
 def free_port() -> int:
@@ -231,10 +235,28 @@ def print_report(report: Report) -> None:
     print("\n".join(lines))
 
 
+def to_json(report: Report) -> str:
+    figures = {
+        key: None if isinstance(value, float) and math.isnan(value) else value for key, value in asdict(report).items()
+    }
+    return json.dumps(figures, indent=2) + "\n"
+
+
 def run(args: argparse.Namespace) -> int:
+    if min(args.requests, args.concurrency, args.startup_trials) < 1 or args.time_scale <= 0:
+        print(
+            "tao bench fake-vllm: --requests, --concurrency, --startup-trials and --time-scale must be positive",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        profile_by_name(args.profile)
+    except UnknownProfile as error:
+        print(f"tao bench fake-vllm: {error}", file=sys.stderr)
+        return 2
     report = asyncio.run(bench(args))
+    print_report(report)
     if args.json:
-        print(json.dumps(asdict(report)))
-    else:
-        print_report(report)
+        args.json.write_text(to_json(report))
+        print(f"wrote {args.json}")
     return 1 if report.errors else 0
