@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .core.policies import make_policy
 from .core.settings import CoreSettings
 
 
@@ -87,6 +88,13 @@ class NodeConfig(_Section):
 
 class PolicyConfig(_Section):
     name: str = "tao"
+    """A registered policy (`tao`, `round-robin`, …, with options as `name[key=value]`) or `package.module:factory`."""
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        make_policy(name)  # UnknownPolicy is a ValueError: reported as `policy.name: …`
+        return name
 
 
 class CoordinatorConfig(_Section):

@@ -3,6 +3,7 @@
 import msgpack
 import pytest
 
+from tao_coordinator.fakevllm import kv_wire as fake_wire
 from tao_coordinator.fleet.kv_index import NodeKvIndex
 from tao_coordinator.fleet.kv_wire import Cleared, KvWireError, Removed, Stored, decode_batch, split_message
 
@@ -48,7 +49,17 @@ def test_byte_hashes_become_ints_and_unknown_events_are_skipped():
     assert decode_batch(raw) == [Removed((5,))]
 
 
-@pytest.mark.parametrize("payload", [b"\xc1", msgpack.packb({"a": 1}), msgpack.packb([0.0, [42]])])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"\xc1",
+        msgpack.packb({"a": 1}),
+        msgpack.packb([0.0, [42]]),
+        msgpack.packb([0.0, [{"type": "BlockStored", "block_hashes": [1], "block_size": "sixteen"}]]),
+        msgpack.packb([0.0, [{"type": "BlockStored", "block_hashes": [1], "block_size": -16}]]),
+        msgpack.packb([0.0, [{"type": "BlockRemoved", "block_hashes": ["not a hash"]}]]),
+    ],
+)
 def test_malformed_batches_are_named(payload):
     with pytest.raises(KvWireError):
         decode_batch(payload)
@@ -74,3 +85,11 @@ def test_index_counts_a_sessions_resident_blocks_with_refcounts():
     index.apply(Removed((99,)))  # unknown hash: ignored
     index.apply(Cleared())
     assert index.take_changed() == {"a": 0, "b": 0}
+
+
+@pytest.mark.parametrize(("encoding", "session"), [("map", "s1"), ("array", None)])
+def test_what_the_fake_vllm_publishes_decodes_in_both_encodings(encoding, session):
+    # the array encoding is vLLM ≤ 0.23's, which had no session id: its blocks count for nobody
+    stored = fake_wire.StoredEvent([H1, H2], None, list(range(32)), 16, [None, None], "s1")
+    payload = fake_wire.encode_batch(1.0, [stored, fake_wire.RemovedEvent([H2]), fake_wire.ClearedEvent()], encoding)
+    assert decode_batch(payload) == [Stored((H1, H2), 16, session), Removed((H2,)), Cleared()]

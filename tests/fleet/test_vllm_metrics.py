@@ -53,3 +53,9 @@ def test_without_cache_config_info_capacity_is_unknown():
 def test_garbage_is_named():
     with pytest.raises(MetricsFormatError, match="unparseable"):
         parse_metrics("vllm:num_requests_running{engine= 1\n")
+
+
+def test_a_size_of_zero_is_unknown_and_a_bad_block_size_is_named():
+    assert parse_metrics(EXPOSITION.replace('num_gpu_blocks="17726"', 'num_gpu_blocks="0"')).capacity_tokens is None
+    with pytest.raises(MetricsFormatError, match="block_size"):
+        parse_metrics(EXPOSITION.replace('block_size="16"', 'block_size="0"'))

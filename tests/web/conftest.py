@@ -13,6 +13,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from prometheus_client.parser import text_string_to_metric_families
 
 from tao_coordinator.config import CoordinatorConfig
 from tao_coordinator.fakevllm import FakeFleet, FakeNodeConfig
@@ -40,6 +41,13 @@ class Running:
         async with self.http.request(method, self.url + path, json=body, headers=headers) as response:
             text = await response.text()
             return response.status, (await response.json() if text else None)
+
+    async def metric(self, name: str, **labels: str) -> float:
+        """One sample of the coordinator's `/metrics`, read as a Prometheus scraper would."""
+        async with self.http.get(self.url + "/metrics") as response:
+            text = await response.text()
+        samples = [s for f in text_string_to_metric_families(text) for s in f.samples if s.name == name]
+        return next(s.value for s in samples if all(s.labels.get(k) == v for k, v in labels.items()))
 
     async def settled(self) -> None:
         """Until no plan is in flight or pending: state changes only through requests after this."""

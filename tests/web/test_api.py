@@ -77,8 +77,9 @@ async def test_invalid_json_and_oversized_bodies(tmp_path, fleet):
     async with running_coordinator(tmp_path, fleet, server={"max_body_bytes": 2048}) as c:
         session, token = await c.register()
         headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-        async with c.http.post(f"{c.url}/v1/sessions/{session}/tool_start", data=b"{not json", headers=headers) as r:
-            assert r.status == 400 and (await r.json())["field"] == "body"
+        for garbage in (b"{not json", b"\xff\xfe", b"[" * 2000):  # the last nests past Python's recursion limit
+            async with c.http.post(f"{c.url}/v1/sessions/{session}/tool_start", data=garbage, headers=headers) as r:
+                assert r.status == 400 and (await r.json())["field"] == "body"
         big = {"call_id": "c", "tool": "x" * 4000}
         assert (await c.call("POST", f"/v1/sessions/{session}/tool_start", big, token))[0] == 413
         assert (await c.call("GET", "/no/such/route"))[0] == 404

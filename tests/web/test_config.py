@@ -21,6 +21,7 @@ def test_file_and_overrides(tmp_path):
         ("b", "http://x:1", None),
     ]
     assert config.policy.name == "tao-no-dp" and config.core.credit_half_life_s == 5
+    assert load_config(path, {"policy.name": "dynamo[temperature=0.5]"}).policy.name == "dynamo[temperature=0.5]"
 
 
 def test_token_from_the_environment(monkeypatch):
@@ -37,6 +38,8 @@ def test_token_from_the_environment(monkeypatch):
         ({"server.token": TOKEN, "core": {"credit_half_life_s": -1}}, "core.credit_half_life_s"),
         ({"server.token": TOKEN, "core": {"nonsense": 1}}, "core.nonsense"),
         ({"server.token": TOKEN, "nodes": [{"name": "a", "url": "ftp://x"}]}, "nodes.0.url"),
+        ({"server.token": TOKEN, "policy.name": "nope"}, "policy.name: .*unknown policy 'nope'"),
+        ({"server.token": TOKEN, "policy.name": "dynamo[nonsense=1]"}, "policy.name"),
         (
             {"server.token": TOKEN, "nodes": [{"name": "a", "url": "http://x"}, {"name": "a", "url": "http://y"}]},
             "unique",

@@ -55,7 +55,10 @@ def decode_batch(payload: bytes) -> list[KvEvent]:
         raise KvWireError(f"payload is not msgpack: {error}") from error
     if not isinstance(batch, list) or len(batch) < 2 or not isinstance(batch[1], list):
         raise KvWireError("payload is not a [ts, events, …] batch")
-    events = [_event(raw) for raw in batch[1]]
+    try:
+        events = [_event(raw) for raw in batch[1]]
+    except (TypeError, ValueError, OverflowError) as error:  # a field of the wrong type, e.g. a text block_size
+        raise KvWireError(f"malformed event field: {error}") from error
     return [event for event in events if event is not None]
 
 
@@ -72,7 +75,11 @@ def _event(raw: Any) -> KvEvent | None:
         raise KvWireError(f"event is neither a tagged array nor a tagged map: {type(raw).__name__}")
     if tag == "BlockStored":
         session = fields.get("session_id")
-        return Stored(_hashes(fields.get("block_hashes")), int(fields.get("block_size") or 16), session)
+        session = session if isinstance(session, str) and session else None
+        block_size = int(fields.get("block_size") or 16)
+        if block_size < 1:
+            raise KvWireError(f"block_size must be positive, got {block_size}")
+        return Stored(_hashes(fields.get("block_hashes")), block_size, session)
     if tag == "BlockRemoved":
         return Removed(_hashes(fields.get("block_hashes")))
     if tag == "AllBlocksCleared":

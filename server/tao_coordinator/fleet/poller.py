@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import aiohttp
 
 from ..config import FleetConfig, NodeConfig
-from .vllm_metrics import MetricsFormatError, NodeMetrics, parse_metrics
+from .vllm_metrics import NodeMetrics, parse_metrics
 
 log = logging.getLogger("tao.fleet")
 
@@ -30,6 +30,8 @@ class NodeObservation:
     running: int = 0
     waiting: int = 0
     kv_usage: float = 0.0
+    preemptions: float = 0.0
+    """`vllm:num_preemptions_total` as scraped (a counter: it only grows while the node runs)."""
 
 
 class NodePoller:
@@ -53,7 +55,7 @@ class NodePoller:
     async def scrape_once(self) -> None:
         try:
             metrics = await self._scrape()
-        except (aiohttp.ClientError, TimeoutError, MetricsFormatError) as error:
+        except (aiohttp.ClientError, TimeoutError, ValueError) as error:  # ValueError: MetricsFormatError, bad UTF-8
             self.failures += 1
             if self.failures == self.fleet.unhealthy_after:
                 log.warning("node %s unreachable or unhealthy: %s", self.node.name, error or type(error).__name__)
@@ -73,7 +75,8 @@ class NodePoller:
                 prefix_hit_rate=self.hit_rate,
                 running=metrics.running,
                 waiting=metrics.waiting,
-                kv_usage=metrics.kv_usage,
+                kv_usage=min(1.0, max(0.0, metrics.kv_usage)),
+                preemptions=metrics.preemptions,
             )
         )
 

@@ -2,7 +2,8 @@
 
 Parsed with `prometheus_client.parser`, so label order, `_created` series and unknown families don't matter. Values
 are summed over the `engine` label (data-parallel ranks); `kv_cache_usage_perc` is the mean. Capacity follows §1.4:
-`kv_cache_size_tokens` when present (≥ 0.24), else `(num_gpu_blocks − 1) × block_size`.
+`kv_cache_size_tokens` when present (≥ 0.24), else `(num_gpu_blocks − 1) × block_size`; a size of 0 or less counts
+as unknown. Figures a scrape cannot make sense of raise `MetricsFormatError` (the node then counts as failing).
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ def parse_metrics(text: str) -> NodeMetrics:
     return NodeMetrics(
         capacity_tokens=capacity,
         block_size=block_size,
-        running=int(value("vllm:num_requests_running")),
-        waiting=int(value("vllm:num_requests_waiting")),
+        running=max(0, int(value("vllm:num_requests_running"))),
+        waiting=max(0, int(value("vllm:num_requests_waiting"))),
         kv_usage=value("vllm:kv_cache_usage_perc") / usage_samples if usage_samples else 0.0,
         prefix_queries=value("vllm:prefix_cache_queries_total"),
         prefix_hits=value("vllm:prefix_cache_hits_total"),
@@ -63,10 +64,13 @@ def parse_metrics(text: str) -> NodeMetrics:
 def _capacity(labels: dict[str, str]) -> tuple[int | None, int]:
     try:
         block_size = int(labels.get("block_size", "16"))
+        capacity = None
         if labels.get("kv_cache_size_tokens", "None") != "None":
-            return int(labels["kv_cache_size_tokens"]), block_size
-        if labels.get("num_gpu_blocks", "None") != "None":
-            return (int(labels["num_gpu_blocks"]) - 1) * block_size, block_size
+            capacity = int(labels["kv_cache_size_tokens"])
+        elif labels.get("num_gpu_blocks", "None") != "None":
+            capacity = (int(labels["num_gpu_blocks"]) - 1) * block_size
     except ValueError as error:
         raise MetricsFormatError(f"vllm:cache_config_info has a non-numeric size label: {error}") from error
-    return None, block_size
+    if block_size < 1:
+        raise MetricsFormatError(f"vllm:cache_config_info: block_size must be positive, got {block_size}")
+    return (capacity if capacity is not None and capacity > 0 else None), block_size

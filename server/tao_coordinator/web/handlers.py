@@ -34,6 +34,8 @@ async def read_body(request: web.Request, kind: type[Body], required: bool = Tru
         data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise RequestError(400, f"not valid JSON: {error}", "body") from None
+    except RecursionError:
+        raise RequestError(400, "JSON nested too deeply", "body") from None
     try:
         return kind.model_validate(data)
     except ValidationError as error:

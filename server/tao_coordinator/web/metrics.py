@@ -56,14 +56,22 @@ class _StateCollector(Collector):
         capacity = GaugeMetricFamily("tao_node_capacity_tokens", "KV capacity of each node.", labels=["node"])
         use = GaugeMetricFamily("tao_node_used_tokens", "KV tokens held by admitted sessions.", labels=["node"])
         healthy = GaugeMetricFamily("tao_node_healthy", "1 when the node answers and is healthy.", labels=["node"])
+        running = GaugeMetricFamily("tao_node_running_requests", "vLLM's running batch, as scraped.", labels=["node"])
         waiting = GaugeMetricFamily("tao_node_waiting_requests", "vLLM's waiting queue, as scraped.", labels=["node"])
+        kv_usage = GaugeMetricFamily(
+            "tao_node_kv_usage", "vLLM's KV-cache usage in [0, 1], as scraped.", labels=["node"]
+        )
+        preemptions = CounterMetricFamily("tao_node_preemptions", "vLLM's preemptions, as scraped.", labels=["node"])
         for name, node in sorted(core.state.nodes.items()):
             capacity.add_metric([name], node.capacity_tokens)
             use.add_metric([name], used.get(name, 0) * quantum)
             healthy.add_metric([name], 1.0 if node.healthy else 0.0)
             load = self.node_load.get(name)
+            running.add_metric([name], load.running if load else 0)
             waiting.add_metric([name], load.waiting if load else 0)
-        yield from (capacity, use, healthy, waiting)
+            kv_usage.add_metric([name], load.kv_usage if load else 0.0)
+            preemptions.add_metric([name], load.preemptions if load else 0.0)
+        yield from (capacity, use, healthy, running, waiting, kv_usage, preemptions)
 
 
 class ServiceMetrics:

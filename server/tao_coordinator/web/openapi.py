@@ -121,4 +121,5 @@ def _responses(status: int, response: type[BaseModel] | None) -> dict[str, Any]:
     answers[str(status)] = ok
     if status == 200 and response is protocol.AcquireResponse:
         answers["202"] = {"description": "still waiting for a place; ask again", **ok}
+        answers["410"] = {"description": "the session closed or expired while the call waited", **error}
     return answers

@@ -250,6 +250,7 @@ class CoordinatorService:
         capacity = observation.capacity_tokens or (known.capacity_tokens if known else None)
         if capacity is None:
             return
+        # the load figures feed load-aware policies (least-loaded, llm-d); a change in them alone starts no plan
         self.feed(
             NodeUpdate(
                 observation.name,
@@ -257,6 +258,9 @@ class CoordinatorService:
                 observation.block_size,
                 observation.healthy,
                 observation.prefix_hit_rate,
+                observation.running,
+                observation.waiting,
+                observation.kv_usage,
             )
         )
 
