@@ -3,6 +3,7 @@
 from tao_coordinator.core.events import Close, LlmEnd
 from tao_coordinator.core.model import AgentContext, Node, Session
 from tao_coordinator.core.policies.least_loaded import LeastLoadedPolicy
+from tao_coordinator.core.policies.round_robin import RoundRobinPolicy
 from tao_coordinator.core.policies.sglang import SglangCacheAwarePolicy
 
 
@@ -25,6 +26,19 @@ def test_least_loaded_takes_the_shortest_queue_then_kv_usage_then_in_flight():
     policy.observe(LlmEnd("t0", "a"), 1.0)
     policy.observe(LlmEnd("t2", "a"), 1.0)
     assert policy.route(_session("t4"), nodes, 1.0) == "a"
+
+
+def test_least_loaded_counts_running_and_waiting_together():
+    # neither figure alone: a has fewer waiting but more in total; c has fewer running but more in total
+    assert LeastLoadedPolicy().route(_session("s"), _nodes(a=(0, 2, 0.0), b=(3, 0, 0.0)), 0.0) == "a"
+    assert LeastLoadedPolicy().route(_session("s"), _nodes(c=(1, 0, 0.0), d=(0, 2, 0.0)), 0.0) == "c"
+
+
+def test_round_robin_turns_per_call_not_per_session():
+    policy = RoundRobinPolicy()
+    nodes = _nodes(a=(0, 0, 0.0), b=(0, 0, 0.0), c=(9, 9, 1.0))  # load is not read
+    session = _session("s")
+    assert [policy.route(session, nodes, float(t)) for t in range(4)] == ["a", "b", "c", "a"]
 
 
 def _busy(policy, node, calls):
@@ -56,6 +70,25 @@ def test_sglang_a_match_below_the_threshold_goes_to_the_least_loaded_node():
     _busy(policy, "a", 1)
     # 20 blocks of the hot prefix in a 1,600-token prompt: 320 / 1600 = 0.2 ≤ 0.3 → least loaded
     assert policy.route(_session("t", 1600, ((1000, 20), (9000, 80))), nodes, 2.0) == "b"
+
+
+def test_sglang_threshold_is_three_tenths_of_the_prompt():
+    policy = SglangCacheAwarePolicy()
+    nodes = _nodes(a=(0, 0, 0), b=(0, 0, 0))
+    _warm(policy, nodes)
+    _busy(policy, "a", 1)
+    # 100 of 250 blocks matched: 1,600 / 4,000 = 0.4 > 0.3 → the cache on a, though b is idle
+    assert policy.route(_session("hot", 4000, ((1000, 100), (9000, 150))), nodes, 2.0) == "a"
+
+
+def test_sglang_a_miss_goes_to_the_least_loaded_node_not_the_smallest_tree():
+    policy = SglangCacheAwarePolicy()
+    nodes = _nodes(a=(0, 0, 0), b=(0, 0, 0))
+    _warm(policy, nodes)  # a's tree: 100 blocks
+    _busy(policy, "a", 1)
+    assert policy.route(_session("big", 3200, ((5000, 200),)), nodes, 1.0) == "b"  # a miss: least loaded
+    policy.observe(LlmEnd("big", "b"), 1.5)  # b's tree: 200 blocks, b idle again; a still has one call
+    assert policy.route(_session("new", 1600, ((8000, 100),)), nodes, 2.0) == "b"
 
 
 def test_sglang_switches_to_least_loaded_only_when_both_imbalance_thresholds_pass():

@@ -61,6 +61,12 @@ def test_resume_order_and_worst_fit_placement():
     assert plan(ThunderAgentPolicy(), 0.0, held, *pool, nodes=("a", "b")) == {"p3": "a", "p1": "b", "n1": "a"}
 
 
+def test_a_program_too_large_to_resume_is_skipped_and_the_next_one_still_resumes():
+    # the paused program with a request comes first in resume order but 120,100 > 100,000; the new one fits
+    pool = [prog("big", 120_000, Phase.WAITING), prog("n", 10_000, Phase.WAITING, calls=0)]
+    assert plan(ThunderAgentPolicy(), 0.0, *pool) == {"n": "a"}
+
+
 def test_a_new_program_goes_to_the_least_active_backend_unless_the_queue_is_busy():
     policy = ThunderAgentPolicy()
     plan(policy, 0.0)  # the first plan is a tick; the next ones, within 5 s, are not

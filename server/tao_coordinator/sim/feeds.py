@@ -6,8 +6,8 @@ are unchanged by routers' needs and each baseline sees only what its real system
 - `node_load`: a `/metrics` scrape of every node — running and waiting requests, KV usage — sent as `NodeUpdate`s
   before a call is routed when the last scrape is at least `scrape_interval_s` old. A real poller scrapes on a fixed
   period, so its figures are up to one period old when a call arrives; this scrapes on demand, at most one period
-  apart, which is never staler. The figures are the engine's as of its last simulated step boundary, as vLLM
-  refreshes its gauges after every step.
+  apart, which is never staler. The figures are the engine's at the moment of the scrape: a request counts as
+  waiting from its submission, where vLLM's gauge would show it after the next step (at most one step fresher).
 - `kv_events`: every `BlockStored` / `BlockRemoved` / `AllBlocksCleared` of every node, as `KvCacheEvent`s in the
   order the node emitted them (vLLM's `--kv-events-config` stream).
 - `first_token`: `LlmFirstToken` when a call's first token leaves the node (a router on the token stream sees it).

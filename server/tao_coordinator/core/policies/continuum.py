@@ -16,9 +16,11 @@ once when not pinned (its blocks become ordinary LRU cache, as `kv_cache_manager
 (a session whose tool ended, or that just registered, is about to ask: it counts as waiting; one released between
 calls that asks nothing does not) are
 admitted in job-FCFS order while they fit: on the node of the session's last call if there is room, else on the
-node with the most room; the first that fits nowhere stops admission (head-of-line, as vLLM's FCFS queue).
-Need = prompt (announced, else the context) + the session's mean output so far (512 before any), capped at the node
-capacity so a huge session runs alone on an empty node. The preview is per engine; the node choice is ours.
+node with the most room. The preview is per engine, so head-of-line blocking is too: a session that fits nowhere
+queues at its last node (a new one at the node with the most room) and blocks that node alone, while later sessions
+may still start elsewhere. Need = the prompt (announced, else the context), capped at the node capacity so a huge
+session runs alone on an empty node: vLLM admits a request when its prompt's blocks fit and reserves nothing for
+its output, so decode growth is left to the engine (which preempts when KV runs out). The node choice is ours.
 
 Tool names: the preview parses the tool from the reply (the first word of its only ```bash block, the mini-swe-agent
 v1 text format) and finds none in tool-calling harnesses (Claude Code, OpenCode) — so it pins only for sessions whose
@@ -52,12 +54,10 @@ class ContinuumPolicy:
         *,
         pin_s: float = 2.0,
         text_harnesses: Iterable[str] = ("mini-swe-agent",),
-        default_output_tokens: int = 512,
         seed: int = 0,
     ) -> None:
         self.pin_s = pin_s
         self.text_harnesses = frozenset(text_harnesses)
-        self.default_output_tokens = default_output_tokens
         self.means: dict[str, tuple[float, int]] = {}
         self.pinned_until: dict[SessionId, float] = {}
         self._departures: dict[SessionId, tuple[str, float]] = {}
@@ -100,9 +100,7 @@ class ContinuumPolicy:
         return session.context.harness in self.text_harnesses and self.pinned_until.get(session.id, -1.0) > now
 
     def need(self, session: Session, node: Node) -> int:
-        output = session.output_tokens_total // session.completed_calls if session.completed_calls else 0
-        tokens = max(session.context_tokens, session.expected_input_tokens) + (output or self.default_output_tokens)
-        return min(tokens, node.capacity_tokens)
+        return min(max(session.context_tokens, session.expected_input_tokens), node.capacity_tokens)
 
     def plan(self, snapshot: Snapshot) -> Plan:
         now = snapshot.now
@@ -136,12 +134,16 @@ class ContinuumPolicy:
     ) -> list[Placement]:
         waiting = [s for s in snapshot.sessions if s.node is None and asks(s)]
         admits: list[Placement] = []
+        open_nodes = dict(nodes)
         for session in sorted(waiting, key=lambda s: (s.registered_at, s.id)):
-            target = self._fit(session, nodes, free)
-            if target is None:
-                target = self._evict_pin(session, nodes, free, running, pins, releases)
-            if target is None:
+            if not open_nodes:
                 break
+            target = self._fit(session, open_nodes, free)
+            if target is None:
+                target = self._evict_pin(session, open_nodes, free, running, pins, releases)
+            if target is None:
+                open_nodes.pop(self._queue_of(session, open_nodes, free))  # its engine's queue head: blocked
+                continue
             free[target] -= self.need(session, nodes[target])
             running.add(target)
             admits.append(Placement(session.id, session.version, target, 0))
@@ -152,6 +154,13 @@ class ContinuumPolicy:
             return session.last_node
         fitting = [n for n in sorted(nodes) if self.need(session, nodes[n]) <= free[n]]
         return max(fitting, key=lambda n: free[n]) if fitting else None
+
+    @staticmethod
+    def _queue_of(session: Session, nodes: dict[NodeId, Node], free: dict[NodeId, int]) -> NodeId:
+        """The engine whose queue a session that fits nowhere waits in: its last node, else the one with most room."""
+        if session.last_node in nodes:
+            return session.last_node
+        return max(sorted(nodes), key=lambda n: free[n])
 
     def _evict_pin(
         self,
@@ -164,7 +173,7 @@ class ContinuumPolicy:
     ) -> NodeId | None:
         """With nothing running on a node and pins held there, evict pins ending last until the head fits."""
         for node_id in sorted(pins):
-            if node_id in running:
+            if node_id in running or node_id not in nodes:
                 continue
             held = sorted(pins[node_id], key=lambda s: (self.pinned_until.get(s.id, 0.0), s.id))
             while held and self.need(session, nodes[node_id]) > free[node_id]:
