@@ -2,11 +2,14 @@
 
 For harnesses that are not Python (Claude Code, OpenCode): point their base URL at the proxy. Each request is
 attributed to a session by the first of `X-Claude-Code-Session-Id`, `x-session-affinity`, `X-Session-Id`,
-`x-tao-session` (requests without any share one anonymous session); the agent context comes from `x-agent-*`
-headers (`x-agent-harness`, `x-agent-workflow-id`, `x-agent-model`, `x-agent-shared-prefix-tokens`,
-`x-agent-label-<name>`) on the session's first request. The proxy registers the session, acquires a node, forwards
-the request (streaming passed through chunk by chunk), reads usage as it passes and reports `llm_end`: the same
-`AsyncRouter` as the SDK, so it fails open the same way.
+`x-tao-session` (requests without any share one anonymous session; an id the coordinator would refuse, such as one
+with spaces, is replaced by a stable digest of it); the agent context comes from `x-agent-*` headers
+(`x-agent-harness`, `x-agent-workflow-id`, `x-agent-model`, `x-agent-shared-prefix-tokens`,
+`x-agent-expected-next-tools` (comma-separated), `x-agent-client-session-id`, `x-agent-label-<name>`) on the
+session's first request. The proxy registers the session, acquires a node, forwards the request (streaming passed
+through chunk by chunk), reads usage as it passes and reports `llm_end`: the same `AsyncRouter` as the SDK, so it
+fails open the same way. With the coordinator unreachable and no node known (`--nodes`), a model call is answered
+503.
 
 It also relays tool events from hook processes on `POST /tao/v1/events` (loopback only): the proxy owns each
 session's coordinator token, so hooks need none. Sessions idle for `idle_close_s` are closed.
@@ -17,8 +20,10 @@ Invariant: one `AsyncRouter` per session id; every acquired call gets exactly on
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +32,8 @@ import aiohttp
 from aiohttp import web
 
 from . import protocol
+from .errors import NoNodeAvailable
+from .ids import SESSION_ID_PATTERN
 from .router import AsyncRouter, Grant, SessionConfig
 from .usage import UsageObserver
 
@@ -37,6 +44,7 @@ ANONYMOUS = "tao-proxy-anonymous"
 MODEL_ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/responses")
 PASSTHROUGH_ROUTES = ("/v1/models", "/v1/messages/count_tokens")
 HOP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "authorization"}
+_VALID_SESSION_ID = re.compile(SESSION_ID_PATTERN)
 
 
 @dataclass
@@ -66,15 +74,18 @@ class RoutingProxy:
     # -- sessions --------------------------------------------------------------------------------------------------
 
     def session_id(self, request: web.Request) -> str:
-        return next((request.headers[h] for h in SESSION_HEADERS if request.headers.get(h)), ANONYMOUS)
+        named = next((request.headers[h] for h in SESSION_HEADERS if request.headers.get(h)), ANONYMOUS)
+        if _VALID_SESSION_ID.match(named):
+            return named
+        return "tao-proxy-" + hashlib.sha256(named.encode()).hexdigest()[:32]
 
-    async def router(self, session_id: str, headers: Any) -> AsyncRouter:
+    async def router(self, session_id: str, context: protocol.AgentContext) -> AsyncRouter:
         session = self.sessions.get(session_id)
         if session is None:
             config = SessionConfig(
                 coordinator=self.config.coordinator,
                 token=self.config.token,
-                context=context_from(headers),
+                context=context,
                 session_id=session_id,
                 fallback_nodes=self.config.fallback_nodes,
                 **self.config.options,
@@ -98,8 +109,11 @@ class RoutingProxy:
     async def model_call(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
         session_id = self.session_id(request)
-        router = await self.router(session_id, request.headers)
-        grant = await router.acquire(len(raw) // 4)
+        router = await self.router(session_id, context_from(request.headers))
+        try:
+            grant = await router.acquire(len(raw) // 4)
+        except NoNodeAvailable as error:
+            return web.json_response({"error": {"type": "tao_no_node", "message": str(error)}}, status=503)
         body, streaming = with_usage_requested(raw, request.path)
         started = time.monotonic()
         observer = UsageObserver(streaming, started)
@@ -109,8 +123,11 @@ class RoutingProxy:
             await router.llm_end(grant, observer.finish(), time.monotonic() - started)
 
     async def passthrough(self, request: web.Request) -> web.StreamResponse:
-        router = await self.router(self.session_id(request), request.headers)
-        grant = router.state.last or router.fallback()
+        router = await self.router(self.session_id(request), context_from(request.headers))
+        try:
+            grant = router.state.last or router.fallback()
+        except NoNodeAvailable as error:
+            return web.json_response({"error": {"type": "tao_no_node", "message": str(error)}}, status=503)
         return await self._forward(request, grant, await request.read(), router.state.session_id, None)
 
     async def _forward(
@@ -158,7 +175,7 @@ class RoutingProxy:
         session = self.sessions.get(event.session_id)
         if session is None and event.kind == "close":
             return {"ok": True, "status": 204}
-        router = await self.router(event.session_id, context_headers(context))
+        router = await self.router(event.session_id, context)
         if event.kind == "tool_start" and event.tool_start:
             await router.tool_start(event.tool_start.call_id, event.tool_start.tool, event.tool_start.hints)
         elif event.kind == "tool_end" and event.tool_end:
@@ -213,21 +230,17 @@ def with_usage_requested(raw: bytes, path: str) -> tuple[bytes, bool]:
 
 
 def context_from(headers: Any) -> protocol.AgentContext:
-    labels = {k[len("x-agent-label-") :]: v for k, v in headers.items() if k.lower().startswith("x-agent-label-")}
-    shared = headers.get("x-agent-shared-prefix-tokens", "0")
+    """The agent context the `x-agent-*` headers describe; a malformed value is left out, never an error."""
+    prefix = "x-agent-label-"
+    labels = {k[len(prefix) :].lower()[:100]: v[:200] for k, v in headers.items() if k.lower().startswith(prefix)}
+    shared = headers.get("x-agent-shared-prefix-tokens", "0").strip()
+    tools = [tool.strip()[:200] for tool in headers.get("x-agent-expected-next-tools", "").split(",") if tool.strip()]
     return protocol.AgentContext(
         harness=headers.get("x-agent-harness", "proxy")[:100],
         workflow_id=headers.get("x-agent-workflow-id", "")[:200],
         model=headers.get("x-agent-model", "")[:200],
-        shared_prefix_tokens=int(shared) if shared.isdigit() else 0,
+        shared_prefix_tokens=min(int(shared), 10_000_000) if shared.isdigit() else 0,
         labels=dict(list(labels.items())[:50]),
+        expected_next_tools=tools[:50],
+        client_session_id=headers.get("x-agent-client-session-id", "")[:200],
     )
-
-
-def context_headers(context: protocol.AgentContext) -> dict[str, str]:
-    return {
-        "x-agent-harness": context.harness,
-        "x-agent-workflow-id": context.workflow_id,
-        "x-agent-model": context.model,
-        "x-agent-shared-prefix-tokens": str(context.shared_prefix_tokens),
-    }

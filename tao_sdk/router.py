@@ -3,10 +3,12 @@
 Fail-open rules (design §1): every call to the coordinator has a short bound (`connect_timeout_s`,
 `request_timeout_s`). When the coordinator does not answer, or answers 5xx, the session is marked *detached*: model
 calls go to the last node used, or to a node chosen by a stable hash of the session id over `fallback_nodes`;
-reports are dropped; the log says so once. Every `retry_interval_s` the next call tries the coordinator again and,
-when it answers, the session registers again (same id) and is scheduled as before. An acquire never blocks longer
-than `max_wait_s`: past it the call is routed as if detached; one the coordinator refuses (409: it still sees a tool
-running, say after a lost tool_end) is routed so at once. Overlapping calls end under the session's newest lease.
+reports are dropped; the log says so once. While detached, the coordinator is tried again at most every
+`retry_interval_s`, in the background (a thread, or a task for the async router; started by a model call or by the
+session's heartbeat), so no call waits on a coordinator that is still away; once it answers, the session registers
+again (same id) and the next call is scheduled as before. An acquire never blocks longer than `max_wait_s`: past it
+the call is routed as if detached; one the coordinator refuses (409: it still sees a tool running, say after a lost
+tool_end) is routed so at once. Overlapping calls end under the session's newest lease.
 
 `SyncRouter` and `AsyncRouter` share everything but their I/O (`_Calls` builds the requests and reads the
 answers); the async one never blocks the event loop. Reports go out in order from a background worker, so only
@@ -64,6 +66,8 @@ class SessionState:
     session_token: str | None = None
     registered: bool = False
     detached_at: float | None = None
+    retry_at: float = 0.0
+    """While detached: when the coordinator may be tried again."""
     warned: bool = False
     last: Grant | None = None
     heartbeat_due: float = 0.0
@@ -113,15 +117,17 @@ class _Calls:
         self.state.detached_at = None
         self.state.warned = False
 
-    def should_try(self, now: float) -> bool:
-        if self.config.coordinator is None:
+    def retry_due(self, now: float) -> bool:
+        """Detached and due for another try of the coordinator; claims it (the next is `retry_interval_s` away)."""
+        if self.config.coordinator is None or self.state.detached_at is None or now < self.state.retry_at:
             return False
-        detached = self.state.detached_at
-        return detached is None or now - detached >= self.config.retry_interval_s
+        self.state.retry_at = now + self.config.retry_interval_s
+        return True
 
     def detach(self, reason: str, now: float) -> None:
         if self.state.detached_at is None:
             self.state.detached_at = now
+        self.state.retry_at = max(self.state.retry_at, now + self.config.retry_interval_s)
         self.state.registered = False
         if not self.state.warned:
             self.state.warned = True
@@ -201,8 +207,10 @@ class SyncRouter(_Calls):
         )
         self._queue: queue.Queue[tuple[str, str, Any] | None] = queue.Queue()
         self._worker: threading.Thread | None = None
+        self._retry: threading.Thread | None = None
 
     def close(self) -> None:
+        self.wait_for_retry()
         self.flush()
         if self.state.registered:
             self._send("DELETE", self.session_path())
@@ -233,18 +241,29 @@ class SyncRouter(_Calls):
             self.registered(*self._post("/v1/sessions", self.register_body(), api=True))
 
     def register(self) -> None:
-        now = time.monotonic()
-        if not self.should_try(now):
+        if self.config.coordinator is None:
             return
         try:
             self._ensure_registered()
         except REPORT_ERRORS as error:
-            self.detach(describe(error), now)
+            self.detach(describe(error), time.monotonic())
+
+    def wait_for_retry(self) -> None:
+        """Let a retry of the coordinator that is under way finish (it is bounded by the request timeouts)."""
+        if self._retry is not None:
+            self._retry.join(timeout=self.config.connect_timeout_s + self.config.request_timeout_s + 1)
+
+    def retry_in_background(self, now: float) -> None:
+        running = self._retry is not None and self._retry.is_alive()
+        if not running and self.retry_due(now):
+            self._retry = threading.Thread(target=self.register, name=f"tao-retry-{self.state.session_id}", daemon=True)
+            self._retry.start()
 
     def acquire(self, expected_tokens: int | None) -> Grant:
         self.flush()
         started = time.monotonic()
-        if not self.should_try(started):
+        if self.config.coordinator is None or self.state.detached_at is not None:
+            self.retry_in_background(started)
             return self.fallback()
         try:
             self._ensure_registered()
@@ -273,7 +292,7 @@ class SyncRouter(_Calls):
 
     def _send(self, method: str, path: str, body: Any = None) -> None:
         now = time.monotonic()
-        if not self.state.registered or not self.should_try(now):
+        if not self.state.registered:
             return
         try:
             response = self.http.request(method, path, json=body, headers=self.headers())
@@ -295,7 +314,10 @@ class SyncRouter(_Calls):
         self._report("POST", self.session_path("tool_end"), body)
 
     def heartbeat_if_due(self) -> None:
-        if time.monotonic() >= self.state.heartbeat_due:
+        now = time.monotonic()
+        if self.state.detached_at is not None:
+            self.retry_in_background(now)
+        elif now >= self.state.heartbeat_due:
             self._report("POST", self.session_path("heartbeat"))
 
 
@@ -309,8 +331,11 @@ class AsyncRouter(_Calls):
         )
         self._queue: asyncio.Queue[tuple[str, str, Any]] | None = None
         self._worker: asyncio.Task[None] | None = None
+        self._retry: asyncio.Task[None] | None = None
 
     async def close(self) -> None:
+        if self._retry is not None:
+            await asyncio.wait([self._retry], timeout=self.config.request_timeout_s + 1)
         await self.flush()
         if self.state.registered:
             await self._send("DELETE", self.session_path())
@@ -342,18 +367,23 @@ class AsyncRouter(_Calls):
             self.registered(*await self._post("/v1/sessions", self.register_body(), api=True))
 
     async def register(self) -> None:
-        now = time.monotonic()
-        if not self.should_try(now):
+        if self.config.coordinator is None:
             return
         try:
             await self._ensure_registered()
         except REPORT_ERRORS as error:
-            self.detach(describe(error), now)
+            self.detach(describe(error), time.monotonic())
+
+    def retry_in_background(self, now: float) -> None:
+        running = self._retry is not None and not self._retry.done()
+        if not running and self.retry_due(now):
+            self._retry = asyncio.get_running_loop().create_task(self.register())
 
     async def acquire(self, expected_tokens: int | None) -> Grant:
         await self.flush()
         started = time.monotonic()
-        if not self.should_try(started):
+        if self.config.coordinator is None or self.state.detached_at is not None:
+            self.retry_in_background(started)
             return self.fallback()
         try:
             await self._ensure_registered()
@@ -381,7 +411,7 @@ class AsyncRouter(_Calls):
 
     async def _send(self, method: str, path: str, body: Any = None) -> None:
         now = time.monotonic()
-        if not self.state.registered or not self.should_try(now):
+        if not self.state.registered:
             return
         try:
             response = await self.http.request(method, path, json=body, headers=self.headers())
@@ -403,5 +433,8 @@ class AsyncRouter(_Calls):
         await self._report("POST", self.session_path("tool_end"), body)
 
     async def heartbeat_if_due(self) -> None:
-        if time.monotonic() >= self.state.heartbeat_due:
+        now = time.monotonic()
+        if self.state.detached_at is not None:
+            self.retry_in_background(now)
+        elif now >= self.state.heartbeat_due:
             await self._report("POST", self.session_path("heartbeat"))

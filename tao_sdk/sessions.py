@@ -143,6 +143,7 @@ class Session:
         for sync_client in self._clients:
             sync_client.close()
         if self._sync is not None:
+            self._sync.wait_for_retry()
             self._sync.http.close()
 
     async def _async_beat(self) -> None:

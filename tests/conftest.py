@@ -16,7 +16,7 @@ settings.load_profile("default")
 class ThreadedCoordinator:
     """A real coordinator on a loopback port, on an event loop of its own thread (for synchronous tests)."""
 
-    def __init__(self, state_dir: Path, node_urls: list[str], **config: Any) -> None:
+    def __init__(self, state_dir: Path, node_urls: list[str], port: int = 0, **config: Any) -> None:
         from aiohttp import web
 
         from tao_coordinator.config import CoordinatorConfig
@@ -33,6 +33,7 @@ class ThreadedCoordinator:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.runner = web.AppRunner(create_app(self.config), access_log=None)
+        self.port = port
         self.url = ""
 
     def start(self) -> "ThreadedCoordinator":
@@ -42,7 +43,7 @@ class ThreadedCoordinator:
 
         async def start() -> None:
             await self.runner.setup()
-            await web.TCPSite(self.runner, "127.0.0.1", 0).start()
+            await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
 
         self.call(start())
         self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}"
@@ -69,8 +70,9 @@ class ThreadedCoordinator:
 def coordinator_factory(tmp_path: Path) -> Iterator[Callable[..., ThreadedCoordinator]]:
     started: list[ThreadedCoordinator] = []
 
-    def start(node_urls: list[str], **config: Any) -> ThreadedCoordinator:
-        coordinator = ThreadedCoordinator(tmp_path / f"state-{len(started)}", node_urls, **config).start()
+    def start(node_urls: list[str], port: int = 0, **config: Any) -> ThreadedCoordinator:
+        """A coordinator over `node_urls` (on `port`, e.g. a stopped one's, when given); `config` as in fleet.toml."""
+        coordinator = ThreadedCoordinator(tmp_path / f"state-{len(started)}", node_urls, port, **config).start()
         started.append(coordinator)
         return coordinator
 

@@ -3,7 +3,8 @@ recorded, and `tao proxy` as its own process — the way a user runs them.
 
 The harnesses themselves (`claude`, `opencode` from npm, `mini` from PyPI) run as real processes with a fresh HOME,
 offline: every model call goes to the fake nodes. A test skips, naming the package, only when its harness is not
-installed; `.ci/run` installs them (npm packages under ~/.cache/tao-ci-npm, whose bin dir is searched too).
+installed; `.ci/run` installs them (npm packages under ~/.cache/tao-ci-npm, whose bin dir is searched too) and sets
+`TAO_REQUIRE_HARNESSES=1`, under which a missing harness fails the test instead.
 """
 
 from __future__ import annotations
@@ -43,11 +44,19 @@ SCRIPTS = {
 """Task prompt → the fake nodes' scripted steps (a task's prompt contains its key)."""
 
 
+def missing_harness(message: str) -> None:
+    """Skip the test, or fail it where the harnesses must be installed (`$TAO_REQUIRE_HARNESSES`, set by .ci/run)."""
+    if os.environ.get("TAO_REQUIRE_HARNESSES"):
+        pytest.fail(f"{message}, and TAO_REQUIRE_HARNESSES is set", pytrace=False)
+    pytest.skip(message, allow_module_level=True)
+
+
 def harness(name: str, package: str) -> str:
     """The harness binary, or skip the test naming the package to install."""
     found = shutil.which(name) or (str(CI_NPM_BIN / name) if (CI_NPM_BIN / name).exists() else None)
     if found is None:
-        pytest.skip(f"`{name}` is not installed ({package}; .ci/run installs it)")
+        missing_harness(f"`{name}` is not installed ({package}; .ci/run installs it)")
+    assert found is not None
     return found
 
 

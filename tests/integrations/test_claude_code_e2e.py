@@ -78,9 +78,11 @@ def test_a_background_command_and_the_wait_for_it_are_reported(claude, coordinat
     recorder, session_id = coordinator.recorder, result["session_id"]
     recorder.wait_closed(session_id)
     (bash_start, bash_end), (wait_start, wait_end) = recorder.tools(session_id)
-    assert (bash_start.tool, bash_start.hints.background, bash_start.hints.sleep_s) == ("Bash", True, 4.0)
+    hints = bash_start.hints
+    assert (bash_start.tool, hints.background, hints.sleep_s, hints.timeout_s) == ("Bash", True, 4.0, 5.0)
     assert bash_end.status == "ok" and bash_end.duration_s < 1.0  # the command went on in the background
-    assert (wait_start.tool, wait_end.status) == ("background-tasks", "ok")
+    assert (wait_start.tool, wait_start.hints.timeout_s, wait_end.status) == ("background-tasks", None, "ok")
+    assert wait_end.duration_s is None  # no hook sees both ends: the coordinator times the wait itself
     assert_calls_on_assigned_nodes(recorder, fleet, session_id, before)
 
 

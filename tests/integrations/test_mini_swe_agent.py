@@ -2,6 +2,7 @@
 fake vLLM nodes and the coordinator."""
 
 import gc
+import importlib.util
 import json
 import os
 import shutil
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import MODEL, REPO, python_env, served
+from .conftest import MODEL, REPO, missing_harness, python_env, served
 
 MINI_ENV = {
     "MSWEA_SILENT_STARTUP": "1",
@@ -25,7 +26,8 @@ MINI_ENV = {
     "MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT": "1",
 }
 os.environ.update({k: v for k, v in MINI_ENV.items() if k not in os.environ})
-pytest.importorskip("minisweagent", reason="mini-swe-agent is not installed (PyPI mini-swe-agent; .ci/run installs it)")
+if importlib.util.find_spec("minisweagent") is None:
+    missing_harness("mini-swe-agent is not installed (PyPI mini-swe-agent; .ci/run installs it)")
 
 EXAMPLE_CONFIG = REPO / "integrations" / "tao_integrations" / "mini_swe_agent.yaml"
 

@@ -90,10 +90,45 @@ def test_anthropic_through_the_proxy_reports_cached_tokens(proxy, coordinator):
     assert session.evidence[0].tokens == session.context_tokens
 
 
+def test_completions_stream_and_the_session_and_agent_headers(proxy, coordinator):
+    headers = {
+        "X-Session-Id": "mine-42",
+        "x-tao-session": "loses-to-x-session-id",
+        "x-agent-harness": "my-harness",
+        "x-agent-workflow-id": "bugfix",
+        "x-agent-model": MODEL,
+        "x-agent-shared-prefix-tokens": "1200",
+        "x-agent-expected-next-tools": "bash, pytest",
+        "x-agent-client-session-id": "client-7",
+        "x-agent-label-Team": "infra",
+    }
+    with openai.OpenAI(base_url=proxy.url + "/v1", api_key="x", default_headers=headers) as client:
+        stream = client.completions.create(model=MODEL, prompt="complete this " * 30, max_tokens=5, stream=True)
+        assert "".join(chunk.choices[0].text for chunk in stream if chunk.choices)
+    session = settled(coordinator, "mine-42", 1)
+    assert "loses-to-x-session-id" not in sessions(coordinator)
+    assert session.output_tokens_total == 5 and session.context_tokens > 5  # the usage chunk the proxy asked for
+    context = session.context
+    assert (context.harness, context.workflow_id, context.model) == ("my-harness", "bugfix", MODEL)
+    assert (context.shared_prefix_tokens, context.expected_next_tools) == (1200, ("bash", "pytest"))
+    assert (context.client_session_id, dict(context.labels)) == ("client-7", {"team": "infra"})
+
+
+def test_a_session_id_the_coordinator_would_refuse_is_replaced_by_a_stable_one(proxy, coordinator):
+    headers = {"x-session-affinity": "not a valid id!"}
+    with openai.OpenAI(base_url=proxy.url + "/v1", api_key="x", default_headers=headers) as client:
+        for turn in range(2):
+            messages = [{"role": "user", "content": f"x{turn}"}]
+            client.chat.completions.create(model=MODEL, messages=messages, max_tokens=2)
+    [named] = [sid for sid in sessions(coordinator) if sid.startswith("tao-proxy-")]
+    assert settled(coordinator, named, 2).last_node is not None  # one scheduled session, not a detached one
+
+
 def test_hook_events_are_relayed_with_the_proxys_session_token(proxy, coordinator):
+    registration = {"context": {"harness": "claude-code", "client_session_id": "cc-hooked", "labels": {"source": "x"}}}
     events = {
         "events": [
-            {"kind": "register", "session_id": "cc-hooked", "registration": {"context": {"harness": "claude-code"}}},
+            {"kind": "register", "session_id": "cc-hooked", "registration": registration},
             {
                 "kind": "tool_start",
                 "session_id": "cc-hooked",
@@ -105,6 +140,7 @@ def test_hook_events_are_relayed_with_the_proxys_session_token(proxy, coordinato
     assert all(result["ok"] for result in answer["results"])
     session = sessions(coordinator)["cc-hooked"]
     assert session.context.harness == "claude-code" and session.tools[0].hints.timeout_s == 120
+    assert (session.context.client_session_id, dict(session.context.labels)) == ("cc-hooked", {"source": "x"})
     end = {"events": [{"kind": "tool_end", "session_id": "cc-hooked", "tool_end": {"call_id": "toolu_1"}}]}
     httpx2.post(proxy.url + "/tao/v1/events", json=end)
     assert not sessions(coordinator)["cc-hooked"].tools
@@ -120,3 +156,13 @@ def test_without_a_coordinator_the_proxy_routes_on_its_own(fleet):
         reply = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}], max_tokens=2)
         assert reply.usage.completion_tokens == 2
         assert [m.id for m in client.models.list().data] == [MODEL]
+
+
+def test_with_no_coordinator_and_no_node_a_call_is_answered_503():
+    with (
+        ThreadedProxy(ProxyConfig("http://127.0.0.1:9")) as proxy,
+        openai.OpenAI(base_url=proxy.url + "/v1", api_key="x", max_retries=0) as client,
+        pytest.raises(openai.InternalServerError, match="no fallback node") as refused,
+    ):
+        client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}], max_tokens=2)
+    assert refused.value.status_code == 503

@@ -2,6 +2,7 @@
 
 import asyncio
 import logging
+import socket
 import time
 
 import httpx2
@@ -9,6 +10,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import tao_sdk
+from tao_coordinator.core.actions import Route
+from tao_coordinator.core.events import LlmEnd
 from tao_coordinator.core.model import Phase
 
 MODEL = "Qwen/Qwen3-32B"
@@ -38,6 +41,25 @@ def open_session(coordinator, **kwargs):
     return tao_sdk.session(coordinator.url, coordinator.token, tao_sdk.AgentContext(harness="test"), **kwargs)
 
 
+def recorded(coordinator):
+    """(event, actions) for every event the coordinator's core is fed from now on (its `feed`, wrapped to listen)."""
+    items = []
+    feed = coordinator.service.feed
+
+    def recording(event):
+        actions = feed(event)
+        items.append((event, actions))
+        return actions
+
+    coordinator.service.feed = recording
+    return items
+
+
+def ask(client, text, max_tokens=3):
+    messages = [{"role": "user", "content": text}]
+    return client.chat.completions.create(model=MODEL, messages=messages, max_tokens=max_tokens)
+
+
 def test_openai_calls_go_to_the_assigned_node_and_report_usage(coordinator, fleet):
     before = node_requests(fleet)
     with open_session(coordinator) as s:
@@ -59,7 +81,7 @@ def test_openai_calls_go_to_the_assigned_node_and_report_usage(coordinator, flee
     assert seen(coordinator, s) is None  # closed on exit
 
 
-def test_streaming_calls_report_usage_and_time_to_first_token(coordinator):
+def test_streaming_calls_report_usage(coordinator):
     with open_session(coordinator) as s:
         client = s.openai()
         stream = client.chat.completions.create(
@@ -70,6 +92,38 @@ def test_streaming_calls_report_usage_and_time_to_first_token(coordinator):
         session = seen(coordinator, s)
         assert session.completed_calls == 1 and session.output_tokens_total == 24
         assert session.context_tokens > 24
+
+
+def test_llm_end_carries_prompt_cached_and_completion_tokens_and_ttft(coordinator):
+    items = recorded(coordinator)
+    prompt = "a shared prefix that the node keeps cached " * 40
+    with open_session(coordinator) as s:
+        openai_client, anthropic_client = s.openai(), s.anthropic()
+        plain = ask(openai_client, prompt, max_tokens=4)
+        stream = openai_client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": prompt + "and on"}], max_tokens=5, stream=True
+        )
+        assert "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+        with anthropic_client.messages.stream(
+            model=MODEL, max_tokens=6, messages=[{"role": "user", "content": prompt + "and more"}]
+        ) as anthropic_stream:
+            final = anthropic_stream.get_final_message()
+        s.flush()
+        assigned = None
+        ends = []
+        for event, actions in items:
+            assigned = next((a.node for a in actions if isinstance(a, Route) and a.session_id == s.id), assigned)
+            if isinstance(event, LlmEnd) and event.session_id == s.id:
+                assert event.node_id == assigned  # every call ran where the coordinator had put the session
+                ends.append(event)
+    first, second, third = ends
+    assert (first.prompt_tokens, first.completion_tokens, first.ttft_s) == (plain.usage.prompt_tokens, 4, None)
+    assert second.completion_tokens == 5 and second.prompt_tokens > 0
+    assert third.completion_tokens == final.usage.output_tokens == 6
+    for streamed in (second, third):
+        assert 0 < streamed.cached_tokens < streamed.prompt_tokens  # the prefix the first call left on the node
+        assert 0 < streamed.ttft_s <= streamed.duration_s
+    assert third.cached_tokens == final.usage.cache_read_input_tokens
 
 
 def test_anthropic_calls_streaming_and_not(coordinator):
@@ -157,6 +211,64 @@ def test_with_the_coordinator_gone_every_call_still_completes_and_the_log_says_s
         assert s.detached
     warnings = [r for r in caplog.records if "coordinator unavailable" in r.getMessage()]
     assert len(warnings) == 1
+
+
+def test_a_session_is_closed_when_an_exception_leaves_the_block(coordinator):
+    with pytest.raises(RuntimeError, match="agent crashed"), open_session(coordinator) as s:
+        assert seen(coordinator, s) is not None
+        raise RuntimeError("agent crashed")
+    assert seen(coordinator, s) is None
+
+
+def test_the_heartbeat_renews_the_lease_of_an_idle_session(coordinator_factory, fleet):
+    coordinator = coordinator_factory(fleet.urls, core={"lease_ttl_s": 2.5})
+    abandoned = tao_sdk.session(coordinator.url, coordinator.token).sync_router()
+    abandoned.register()  # registered, then never heard from again
+    abandoned.http.close()
+    with open_session(coordinator) as s:
+        time.sleep(6)  # more than two leases without a model call or a tool
+        assert seen(coordinator, s) is not None
+        assert core_session(coordinator, abandoned.state.session_id) is None
+
+
+def test_a_detached_session_retries_in_the_background_and_is_scheduled_again(coordinator_factory, fleet, caplog):
+    caplog.set_level(logging.INFO, logger="tao_sdk")
+    first = coordinator_factory(fleet.urls, core={"lease_ttl_s": 6})
+    with open_session(first, fallback_nodes=fleet.urls, retry_interval_s=0.2) as s:
+        client = s.openai(max_retries=0)
+        ask(client, "before")
+        first.stop()
+        for turn in range(3):
+            ask(client, f"while it is away {turn}")
+            time.sleep(0.25)
+        assert s.detached
+        second = coordinator_factory(fleet.urls, port=int(first.url.rsplit(":", 1)[1]), core={"lease_ttl_s": 6})
+        deadline = time.monotonic() + 10
+        while core_session(second, s.id) is None:  # no call is made: the heartbeat's retry registers it again
+            assert time.monotonic() < deadline, "the session never registered with the new coordinator"
+            time.sleep(0.05)
+        assert not s.detached
+        ask(client, "after")
+        assert seen(second, s).completed_calls == 1
+    assert seen(second, s) is None
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("coordinator unavailable" in m for m in messages) == 1
+    assert sum("reachable again" in m for m in messages) == 1
+
+
+def test_no_call_waits_for_a_coordinator_that_accepts_connections_but_never_answers(fleet):
+    with socket.socket() as hung:  # listens (connections complete in the backlog) and never reads a byte
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(64)
+        url = f"http://127.0.0.1:{hung.getsockname()[1]}"
+        with tao_sdk.session(url, "t", fallback_nodes=fleet.urls, request_timeout_s=0.5, retry_interval_s=0.1) as s:
+            assert s.detached  # registering gave up after request_timeout_s
+            client = s.openai(max_retries=0)
+            for turn in range(5):
+                time.sleep(0.15)  # a retry is due before every call
+                started = time.monotonic()
+                assert ask(client, f"hung {turn}").usage.completion_tokens == 3
+                assert time.monotonic() - started < 0.4  # the retry runs beside the call, not before it
 
 
 def test_without_any_coordinator_the_fallback_nodes_serve(fleet):
