@@ -1,7 +1,10 @@
 """What `pip install .` ships: every package directory is a regular package (setuptools' finder skips the others,
 so a missing `__init__.py` silently drops a whole subpackage from the wheel), and nothing named `server`."""
 
+import tomllib
 from pathlib import Path
+
+from tao_integrations.opencode_install import PLUGIN_SOURCE
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = [ROOT / "tao_sdk", ROOT / "server" / "tao_coordinator", ROOT / "integrations" / "tao_integrations"]
@@ -22,3 +25,10 @@ def test_every_python_directory_is_a_regular_package():
 
 def test_no_top_level_server_package():
     assert not (ROOT / "server" / "__init__.py").exists()
+
+
+def test_the_opencode_plugin_ships_inside_the_python_package():
+    # `tao install opencode` copies it: a plain (non-editable) install must carry it as package data
+    assert PLUGIN_SOURCE.resolve() == ROOT / "integrations" / "opencode" / "src" / "index.ts"
+    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert PLUGIN_SOURCE.name in package_data["tao_integrations"]

@@ -26,8 +26,9 @@ from .relay import DEFAULT_PROXY_URL
 
 PROVIDER = "tao"
 PLUGIN_MARKER = "export const TaoPlugin"
-PLUGIN_SOURCE = Path(__file__).resolve().parent.parent / "opencode" / "src" / "index.ts"
-"""The plugin as shipped in `integrations/opencode/` (the npm package's only source file)."""
+PLUGIN_SOURCE = Path(__file__).parent / "opencode_plugin.ts"
+"""The plugin: in the repository a symlink to `integrations/opencode/src/index.ts` (the npm package's only source
+file); a built wheel holds a copy, so a plain `pip install` can place it too."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

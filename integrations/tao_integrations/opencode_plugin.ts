@@ -1,0 +1,1 @@
+../opencode/src/index.ts
