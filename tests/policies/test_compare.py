@@ -1,8 +1,9 @@
 """`tao bench compare`: the cells it plans and the tables it writes (TAO against the best baseline per metric)."""
 
 import argparse
+import json
 
-from tao_coordinator.bench.compare import add_arguments, plan_cells
+from tao_coordinator.bench.compare import add_arguments, plan_cells, run
 from tao_coordinator.bench.compare_report import render_report
 from tao_coordinator.core.policies import ABLATIONS, BASELINES, VARIANTS
 
@@ -55,3 +56,17 @@ def test_the_report_compares_tao_with_the_best_baseline_on_each_metric_alone():
     # seed 0 only in the main table; the seed check shows both seeds and TAO's wins seed by seed
     assert "| 64 | thunderagent | 2 | 91 s (90 s–92 s)" in report
     assert "1/2" in report
+
+
+def test_report_joins_every_run_on_disk_and_refuses_an_empty_directory(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    assert run(_args("--out", str(tmp_path), "--report")) == 2
+    assert "no runs" in capsys.readouterr().err
+    # two separate invocations left these: seed 0 of both policies, seed 1 of TAO only
+    for k, record in enumerate([_record("tao", 64), _record("thunderagent", 64), _record("tao", 64, seed=1)]):
+        (runs / f"cell{k}.json").write_text(json.dumps(record))
+    assert run(_args("--out", str(tmp_path), "--report")) == 0
+    joined = json.loads((tmp_path / "results.json").read_text())["runs"]
+    assert [(r["policy"], r["seed"]) for r in joined] == [("tao", 0), ("thunderagent", 0), ("tao", 1)]
+    assert "100 s vs 100 s thunderagent: +0.0% ✓" in (tmp_path / "results.md").read_text()

@@ -3,7 +3,9 @@
 A cell is (workload, policy, concurrency, seed); each runs `FleetSimulation` as `tao sim` would and is written to
 `OUT/runs/<cell>.json` as soon as it finishes, so an interrupted benchmark resumes where it stopped (`--fresh` starts
 over). Cells run in `--jobs` worker processes. When all cells are done, `OUT/results.json` holds every run and
-`OUT/results.md` the tables (see `compare_report.py`); `--plots` draws `tao sim --plots` charts per workload (TAO,
+`OUT/results.md` the tables (see `compare_report.py`) — of this invocation's cells, or with `--report` of every run
+in `OUT/runs` without running anything (how the published table joins seed 0 everywhere with extra seeds where
+results are close: docs/benchmarks.md gives the commands); `--plots` draws `tao sim --plots` charts per workload (TAO,
 its variants and the baselines; the ablations are in the tables only).
 
 Workloads and fleets (docs/benchmarks.md says why):
@@ -113,6 +115,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="TAO and the baselines at 64, swe + 100 AgentX sessions")
     parser.add_argument("--fresh", action="store_true", help="ignore runs already in OUT/runs")
     parser.add_argument("--plots", action="store_true", help="write PNG charts under OUT/img/<workload>/")
+    parser.add_argument(
+        "--report", action="store_true", help="only write the tables (and plots) of every run in OUT/runs"
+    )
 
 
 def plan_cells(args: argparse.Namespace) -> list[Cell]:
@@ -131,6 +136,8 @@ def plan_cells(args: argparse.Namespace) -> list[Cell]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.report:
+        return report_all(args)
     try:
         cells = plan_cells(args)
     except (KeyError, ValueError) as error:
@@ -148,14 +155,29 @@ def run(args: argparse.Namespace) -> int:
             (runs_dir / f"{cell.key}.json").write_text(json.dumps(record) + "\n")
             elapsed = time.perf_counter() - started
             print(f"[{done}/{len(todo)} {elapsed:6.0f} s] {cell.key}: {record['wall_s']} s", file=sys.stderr)
-    records = [json.loads((runs_dir / f"{cell.key}.json").read_text()) for cell in cells]
+    write_results([json.loads((runs_dir / f"{cell.key}.json").read_text()) for cell in cells], args)
+    return 0
+
+
+def report_all(args: argparse.Namespace) -> int:
+    files = sorted((args.out / "runs").glob("*.json"))
+    if not files:
+        print(f"tao bench compare: no runs in {args.out / 'runs'} to report", file=sys.stderr)
+        return 2
+    records = [json.loads(path.read_text()) for path in files]
+    order = {name: k for k, name in enumerate(BENCHES)}
+    records.sort(key=lambda r: (order.get(r["workload"], len(order)), r["seed"], r["concurrency"], r["policy"]))
+    write_results(records, args)
+    return 0
+
+
+def write_results(records: list[dict[str, Any]], args: argparse.Namespace) -> None:
     (args.out / "results.json").write_text(json.dumps({"runs": records}, indent=1) + "\n")
     report = render_report(records, {b: (bench.nodes, bench.profile) for b, bench in BENCHES.items()})
     (args.out / "results.md").write_text(report)
     print(report)
     if args.plots:
         _plots(records, args.out / "img")
-    return 0
 
 
 def _plots(records: list[dict[str, Any]], directory: Path) -> None:
