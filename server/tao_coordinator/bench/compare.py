@@ -165,8 +165,17 @@ def report_all(args: argparse.Namespace) -> int:
         print(f"tao bench compare: no runs in {args.out / 'runs'} to report", file=sys.stderr)
         return 2
     records = [json.loads(path.read_text()) for path in files]
-    order = {name: k for k, name in enumerate(BENCHES)}
-    records.sort(key=lambda r: (order.get(r["workload"], len(order)), r["seed"], r["concurrency"], r["policy"]))
+    benches = {name: k for k, name in enumerate(BENCHES)}
+    policies = {name: k for k, name in enumerate(["tao", *VARIANTS, *ABLATIONS, *BASELINES])}
+    records.sort(
+        key=lambda r: (
+            benches.get(r["workload"], len(benches)),
+            r["seed"],
+            r["concurrency"],
+            policies.get(r["policy"], len(policies)),
+            r["policy"],
+        )
+    )
     write_results(records, args)
     return 0
 
