@@ -24,18 +24,33 @@ from ..model import ToolHints
 from ..settings import CoreSettings
 
 
+@dataclass(frozen=True, slots=True)
+class SampleStats:
+    """What the bound needs of a sample: its size, mean, (population) variance and largest value."""
+
+    n: int
+    mean: float
+    variance: float
+    largest: float
+
+    @classmethod
+    def of(cls, samples: Sequence[float]) -> SampleStats:
+        n = len(samples)
+        if n == 0:
+            raise ValueError("samples: need at least one duration")
+        mean = math.fsum(samples) / n
+        variance = max(0.0, math.fsum((x - mean) ** 2 for x in samples) / n)
+        return cls(n, mean, variance, max(samples))
+
+    def bound(self, delta: float, range_cap: float | None = None) -> float:
+        spread = self.largest if range_cap is None else min(self.largest, range_cap)
+        log_term = math.log(3.0 / delta)
+        return self.mean + math.sqrt(2.0 * self.variance * log_term / self.n) + 3.0 * spread * log_term / self.n
+
+
 def empirical_bernstein_bound(samples: Sequence[float], delta: float, range_cap: float | None = None) -> float:
     """Upper confidence bound on the mean duration; samples must be non-empty and non-negative."""
-    n = len(samples)
-    if n == 0:
-        raise ValueError("samples: need at least one duration")
-    mean = math.fsum(samples) / n
-    variance = max(0.0, math.fsum((x - mean) ** 2 for x in samples) / n)
-    spread = max(samples)
-    if range_cap is not None:
-        spread = min(spread, range_cap)
-    log_term = math.log(3.0 / delta)
-    return mean + math.sqrt(2.0 * variance * log_term / n) + 3.0 * spread * log_term / n
+    return SampleStats.of(samples).bound(delta, range_cap)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,12 +66,23 @@ class DurationHistory:
         self.window = window
         self._by_tool: dict[str, deque[float]] = {}
         self._all: deque[float] = deque(maxlen=window)
+        self._stats: dict[str | None, SampleStats] = {}
+        """Statistics of a tool's samples (None: of all), valid until the next `add` of that tool."""
 
     def add(self, tool: str, duration_s: float) -> None:
         if not math.isfinite(duration_s) or duration_s < 0:
             raise ValueError(f"duration_s: must be a finite non-negative number, got {duration_s!r}")
         self._by_tool.setdefault(tool, deque(maxlen=self.window)).append(duration_s)
         self._all.append(duration_s)
+        self._stats.pop(tool, None)
+        self._stats.pop(None, None)
+
+    def stats(self, tool: str | None) -> SampleStats:
+        """Statistics of a tool's samples, or of all samples for None; the samples must not be empty."""
+        stats = self._stats.get(tool)
+        if stats is None:
+            stats = self._stats[tool] = SampleStats.of(self.all_samples() if tool is None else self.samples(tool))
+        return stats
 
     def samples(self, tool: str) -> Sequence[float]:
         return self._by_tool.get(tool, ())
@@ -83,10 +109,14 @@ class DurationEstimator:
 
     def _history_bound(self, tool: str, cap: float | None, longer_than: float = 0.0) -> Prediction | None:
         settings = self.settings
-        for source, samples in (("tool", self.history.samples(tool)), ("global", self.history.all_samples())):
-            relevant = [x for x in samples if x > longer_than] if longer_than > 0 else samples
-            if len(relevant) >= settings.estimator_min_samples:
-                return Prediction(empirical_bernstein_bound(relevant, settings.estimator_delta, cap), source)
+        for source, key in (("tool", tool), ("global", None)):
+            samples = self.history.all_samples() if key is None else self.history.samples(key)
+            if longer_than > 0:
+                relevant = [x for x in samples if x > longer_than]
+                if len(relevant) >= settings.estimator_min_samples:
+                    return Prediction(empirical_bernstein_bound(relevant, settings.estimator_delta, cap), source)
+            elif len(samples) >= settings.estimator_min_samples:
+                return Prediction(self.history.stats(key).bound(settings.estimator_delta, cap), source)
         return None
 
     def predict(self, tool: str, hints: ToolHints, now: float) -> Prediction:

@@ -33,6 +33,11 @@ class Item:
 class Problem:
     items: tuple[Item, ...]
     capacities: tuple[int, ...]
+    largest_capacity: int = field(init=False, repr=False, compare=False)
+    """The largest capacity (−1 without nodes): an item fits somewhere exactly when its weight is at most this."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "largest_capacity", max(self.capacities, default=-1))
 
     def validate(self) -> None:
         """Raise ValueError unless the problem is well formed. Builders guarantee it; tests and callers with
@@ -53,7 +58,7 @@ class Problem:
         return len(self.items[0].base) if self.items else 0
 
     def fits_somewhere(self, item: Item) -> bool:
-        return any(item.weight <= c for c in self.capacities)
+        return item.weight <= self.largest_capacity
 
     def objective(self, assignment: Sequence[int | None]) -> Value:
         return total(
