@@ -2,11 +2,11 @@
 
 For each policy, from cold: two fake vLLM nodes (H100 TP2 profile for a 32B model: 322,256 KV tokens each, engine
 sped up `--time-scale` times), a real coordinator in its own process (loopback, no auth), and `--sessions` synthetic
-Claude-Code-like agents running at once through the SDK. The workload (`sim.workloads.generate`) keeps half the
-real prompt sizes (about 30k tokens on average, so the sessions' contexts press on the fleet's KV capacity and a
-cache miss costs a real prefill) but only 15% of the turns and 8% of the tool time, so a run lasts seconds. Then:
-task latency, time to first token and throughput as the agents measured them (wall-clock seconds of the demo), and
-the nodes' own prefix-cache hit rate from their `/metrics`.
+Claude-Code-like agents running at once through the SDK. The workload (`sim.workloads.generate`) keeps a quarter of
+the real prompt sizes (about 33k tokens per call on average; the 32 sessions' peak contexts add up to 1.5 times the
+fleet's KV capacity, and a cache miss costs a real prefill) but only 8% of the turns and 8% of the tool time, so a
+run lasts seconds. Then: task latency, time to first token and throughput as the agents measured them (wall-clock
+seconds of the demo), and the nodes' own prefix-cache hit rate from their `/metrics`.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class DemoResult:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policies", default="tao,round-robin", help="policies to compare (tao,round-robin)")
-    parser.add_argument("--sessions", type=int, default=16, help="agent sessions, all running at once (16)")
+    parser.add_argument("--sessions", type=int, default=32, help="agent sessions, all running at once (32)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic workload (0)")
     parser.add_argument(
         "--time-scale", type=float, default=16.0, help="how much faster than an H100 the nodes run (16)"
@@ -62,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def demo_workload(sessions: int, seed: int) -> Workload:
     return generate(
-        "claude-code", sessions=sessions, seed=seed, scale=0.5, turn_scale=0.15, time_scale=0.08, max_context=250_000
+        "claude-code", sessions=sessions, seed=seed, scale=0.25, turn_scale=0.08, time_scale=0.08, max_context=250_000
     )
 
 
