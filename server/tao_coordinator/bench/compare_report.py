@@ -38,19 +38,12 @@ COLUMNS = (
 )
 
 
-def averaged(records: list[Record]) -> dict[tuple[str, str, int], tuple[dict[str, float], int]]:
-    """(workload, policy, concurrency) → (mean of each metric over seeds, number of seeds)."""
-    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = defaultdict(list)
-    for record in records:
-        groups[(record["workload"], record["policy"], record["concurrency"])].append(record["metrics"])
-    result = {}
-    for key, runs in groups.items():
-        means = {}
-        for name in runs[0]:
-            values = [run[name] for run in runs if isinstance(run[name], int | float) and run[name] is not None]
-            means[name] = statistics.fmean(values) if values else math.nan
-        result[key] = (means, len(runs))
-    return result
+Table = dict[tuple[str, str, int], dict[str, Any]]
+"""(workload, policy, concurrency) → the metrics of its seed-0 run."""
+
+
+def seed_zero(records: list[Record]) -> Table:
+    return {(r["workload"], r["policy"], r["concurrency"]): r["metrics"] for r in records if r["seed"] == 0}
 
 
 def change(tao: float, best: float) -> float:
@@ -62,7 +55,7 @@ def better(direction: str, a: float, b: float) -> bool:
 
 
 def render_report(records: list[Record], fleets: dict[str, tuple[int, str]]) -> str:
-    table = averaged([record for record in records if record["seed"] == 0])
+    table = seed_zero(records)
     lines: list[str] = []
     for workload in sorted({key[0] for key in table}):
         nodes, profile = fleets.get(workload, (0, "?"))
@@ -106,11 +99,11 @@ def _seed_check(records: list[Record]) -> list[str]:
     return [*lines, ""]
 
 
-def _concurrencies(table: dict[tuple[str, str, int], Any], workload: str) -> list[int]:
+def _concurrencies(table: Table, workload: str) -> list[int]:
     return sorted({key[2] for key in table if key[0] == workload})
 
 
-def _policy_table(table: dict[tuple[str, str, int], Any], workload: str, policies: list[str]) -> list[str]:
+def _policy_table(table: Table, workload: str, policies: list[str]) -> list[str]:
     header = "| conc | policy | " + " | ".join(title for title, _, _ in COLUMNS) + " |"
     lines = [header, "|" + "---|" * (len(COLUMNS) + 2)]
     for concurrency in _concurrencies(table, workload):
@@ -118,15 +111,13 @@ def _policy_table(table: dict[tuple[str, str, int], Any], workload: str, policie
             entry = table.get((workload, policy, concurrency))
             if entry is None:
                 continue
-            means, seeds = entry
-            cells = [_fmt(fmt, means.get(field, math.nan)) for _, field, fmt in COLUMNS]
+            cells = [_fmt(fmt, entry.get(field, math.nan)) for _, field, fmt in COLUMNS]
             label = f"**{policy}**" if policy == "tao" else policy
-            label += f" ({seeds} seeds)" if seeds > 1 else ""
             lines.append(f"| {concurrency} | {label} | " + " | ".join(cells) + " |")
     return [*lines, ""]
 
 
-def _versus_best(table: dict[tuple[str, str, int], Any], workload: str) -> list[str]:
+def _versus_best(table: Table, workload: str) -> list[str]:
     lines = [
         "TAO against the best baseline on each metric (Δ = (TAO − best) / best; ✓ = TAO at least as good):",
         "",
@@ -140,22 +131,20 @@ def _versus_best(table: dict[tuple[str, str, int], Any], workload: str) -> list[
         cells = []
         for _, field, direction, fmt in METRICS:
             candidates = [
-                (p, table[(workload, p, concurrency)][0][field])
-                for p in BASELINES
-                if (workload, p, concurrency) in table
+                (p, table[(workload, p, concurrency)][field]) for p in BASELINES if (workload, p, concurrency) in table
             ]
             if not candidates:
                 cells.append("–")
                 continue
             name, best = min(candidates, key=lambda c: c[1] if direction == "lower" else -c[1])
-            ours = tao[0][field]
+            ours = tao[field]
             mark = "✓" if not better(direction, best, ours) else "✗"
             cells.append(f"{_fmt(fmt, ours)} vs {_fmt(fmt, best)} {name}: {change(ours, best):+.1%} {mark}")
         lines.append(f"| {concurrency} | " + " | ".join(cells) + " |")
     return [*lines, ""]
 
 
-def _ablations(table: dict[tuple[str, str, int], Any], workload: str) -> list[str]:
+def _ablations(table: Table, workload: str) -> list[str]:
     present = [p for p in ABLATIONS if any(key[0] == workload and key[1] == p for key in table)]
     if not present:
         return []
@@ -172,8 +161,7 @@ def _ablations(table: dict[tuple[str, str, int], Any], workload: str) -> list[st
             if tao is None or entry is None:
                 continue
             cells = [
-                f"{_fmt(fmt, entry[0][field])} ({change(entry[0][field], tao[0][field]):+.1%})"
-                for _, field, _, fmt in METRICS
+                f"{_fmt(fmt, entry[field])} ({change(entry[field], tao[field]):+.1%})" for _, field, _, fmt in METRICS
             ]
             lines.append(f"| {concurrency} | {policy} | " + " | ".join(cells) + " |")
     return [*lines, ""]

@@ -157,20 +157,18 @@ class Coordinator:
         return []
 
     def _acquire(self, event: Acquire, now: float) -> list[Action]:
-        session = self.state.session(event.session_id)
+        asked = self.state.session(event.session_id)
         healthy = {node_id: node for node_id, node in self.state.nodes.items() if node.healthy}
-        if event.expected_input_tokens is not None or event.prompt_block_runs:
-            # the router decides on the call being asked for, not on the previous one
-            expected = event.expected_input_tokens
-            tokens = session.expected_input_tokens if expected is None else expected
-            session = replace(session, expected_input_tokens=tokens, prompt_block_runs=event.prompt_block_runs)
+        # the router decides on the call being asked for, not on the previous one
+        expected = asked.expected_input_tokens if event.expected_input_tokens is None else event.expected_input_tokens
+        session = replace(asked, expected_input_tokens=expected, prompt_block_runs=event.prompt_block_runs)
         if session.phase is Phase.IN_LLM:
             route_to = session.node
         elif session.phase in (Phase.IN_TOOL, Phase.CLOSED):
             route_to = None
         else:
             route_to = self.policy.route(session, healthy, now)
-        updated = state_machine.acquire(session, now, route_to, event.expected_input_tokens)
+        updated = state_machine.acquire(session, now, route_to, None)  # `session` has the tokens asked for
         was_waiting = session.id in self.state.pool
         self.state.put(replace(updated, lease_expires_at=self._lease(now)))
         if updated.phase is Phase.IN_LLM and updated.node is not None:

@@ -20,6 +20,7 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ..core.actions import Route, StartPlan
@@ -163,7 +164,7 @@ class FleetSimulation:
         first = script.requests[0].prompt.tokens
         context = AgentContext(harness=script.meta.source, shared_prefix_tokens=script.meta.shared_prefix_tokens)
         self._event(Register(session_id, context, expected_input_tokens=first))
-        self._acquire(session, 0)
+        self._acquire(session)
 
     def _submit(self, session_id: str, node_id: str) -> None:
         session = self._sessions[session_id]
@@ -193,7 +194,7 @@ class FleetSimulation:
             wake = self.engines[node_id].next_event_time()
             if wake is not None and wake != self._node_wake[node_id]:
                 self._node_wake[node_id] = wake
-                self._at(wake, lambda node_id=node_id, wake=wake: self._advance_node(node_id, wake))  # type: ignore[misc]
+                self._at(wake, partial(self._advance_node, node_id, wake))
         self._nodes_to_wake.clear()
 
     def _advance_node(self, node_id: str, at: float) -> None:
@@ -267,12 +268,13 @@ class FleetSimulation:
         self._event(ToolEnd(session.id, f"call-{session.index}", spec.gap_before_s))
         session.wanted_at = self._now
         session.after_tool = spec.gap_kind == "tool"
-        self._acquire(session, session.index)
+        self._acquire(session)
 
-    def _acquire(self, session: _Session, index: int) -> None:
+    def _acquire(self, session: _Session) -> None:
+        """Ask for the session's next request (a scrape first, for the routers that read one)."""
         for update in self.feeds.scrape(self._now):
             self._event(update)
-        prompt = session.script.requests[index].prompt
+        prompt = session.script.requests[session.index].prompt
         self._event(Acquire(session.id, expected_input_tokens=prompt.tokens, prompt_block_runs=prompt.block_runs))
 
     def _finish(self, session: _Session) -> None:

@@ -31,23 +31,20 @@ class InFlight:
         self.node_of[session_id] = node
         self.open_calls[session_id] = self.open_calls.get(session_id, 0) + 1
 
-    def observe(self, event: Event) -> NodeId | None:
-        """Count a call's end (or a closed session's open calls) off; the node that lost load, if any."""
+    def observe(self, event: Event) -> None:
+        """Count a call's end (or a closed session's open calls) off."""
         if isinstance(event, LlmEnd):
-            return self._end(event.session_id, 1)
-        if isinstance(event, Close):
-            node = self._end(event.session_id, self.open_calls.get(event.session_id, 0))
+            self._end(event.session_id, 1)
+        elif isinstance(event, Close):
+            self._end(event.session_id, self.open_calls.get(event.session_id, 0))
             self.node_of.pop(event.session_id, None)
             self.open_calls.pop(event.session_id, None)
-            return node
-        return None
 
-    def _end(self, session_id: SessionId, calls: int) -> NodeId | None:
+    def _end(self, session_id: SessionId, calls: int) -> None:
         open_calls = self.open_calls.get(session_id, 0)
         node = self.node_of.get(session_id)
         calls = min(calls, open_calls)
         if node is None or calls == 0:
-            return None
+            return
         self.open_calls[session_id] = open_calls - calls
         self.count[node] = max(0, self.count.get(node, 0) - calls)
-        return node

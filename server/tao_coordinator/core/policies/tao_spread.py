@@ -3,7 +3,7 @@
 Why: TAO's value has no load term, so when several nodes are worth the same to a session (no cache credit anywhere,
 or the same credit) the solvers' tie-break decides, and every one of them breaks ties to the *tightest* node
 (all-fit and BFD by best fit, the DP by its backtracking order). On a fleet that is not full this packs new sessions
-onto as few nodes as possible: in the benchmark (docs/benchmarks.md) one node of four served twice the requests of
+onto as few nodes as possible: in an early benchmark run one node of four served twice the requests of
 another, its batches decoded slower, and its KV had no room left for the next, larger prompts of its sessions.
 
 What: solve exactly as `tao` does, then move each newly placed session, largest first, to the node with the most

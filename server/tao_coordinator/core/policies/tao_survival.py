@@ -1,7 +1,7 @@
 """`tao-survival`: TAO whose readiness comes from each tool's empirical return probability — a prototype.
 
 Why: TAO's readiness asks whether a tool's *predicted* remaining time is within H = 1 s, and the prediction is an
-empirical-Bernstein upper confidence bound. On mini-swe-agent (docs/benchmarks.md) that bound sits at a median
+empirical-Bernstein upper confidence bound. On mini-swe-agent (measured while prototyping) that bound sits at a median
 2.9 s while the median tool returns in 0.3 s: 69 % of the calls return within H, yet 0.2 % are predicted to, so
 readiness is 0 for nearly every session in a tool and carries no information (`tao-no-readiness` runs the same).
 
