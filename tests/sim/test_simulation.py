@@ -277,6 +277,8 @@ def test_context_cap_removes_what_cannot_fit_and_says_so(capsys):
         (["--trace", "/no/such/file"], "--trace"),
         (["--trace", "synthetic:nope"], "unknown synthetic preset"),
         (["--nodes", "0"], "--nodes"),
+        (["--plan-delay-ms", "-1"], "--plan-delay-ms"),
+        (["--no-timing", "--plan-timing", "measured"], "--no-timing needs --plan-timing fixed"),
     ],
 )
 def test_bad_arguments_are_named_and_write_nothing(tmp_path, capsys, args, message):

@@ -1,3 +1,4 @@
+import dataclasses
 from itertools import pairwise
 
 import numpy as np
@@ -102,7 +103,10 @@ def test_tool_time_is_the_created_gap_minus_the_fitted_llm_time(dev, raw):
 
 @needs_traces
 def test_stored_tool_time_model_and_shared_prefix_match_a_fresh_fit():
-    assert fit_llm_time(TRACES / MINI_SWE_DEV) == GEMINI_3_PRO_LLM_TIME
+    fitted = fit_llm_time(TRACES / MINI_SWE_DEV)
+    # the quantile regression's last rounded digit moves with the LP solver's build: compare to 0.1 %
+    for field in dataclasses.fields(fitted):
+        assert getattr(fitted, field.name) == pytest.approx(getattr(GEMINI_3_PRO_LLM_TIME, field.name), rel=1e-3)
     assert mini_swe_shared_prefix_tokens(TRACES / MINI_SWE_DEV) == SHARED_PREFIX_TOKENS
 
 

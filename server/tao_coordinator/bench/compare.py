@@ -15,6 +15,12 @@ Workloads and fleets (docs/benchmarks.md says why):
 | agentx| agentx_cc/dev.jsonl.gz (348 sessions)  | 8 × h100-tp4      | 7.16 M    |
 | swe   | mini_swe_agent/steps_dev.jsonl.gz (246)| 4 × h100-tp2      | 1.29 M    |
 
+Planning is charged (`--plan-timing measured`, the default): each plan reaches the coordinator after the wall-clock
+time its solve took in the worker, plus `--plan-delay-ms`, so a slow plan goes stale, is cut or dropped, and its cost
+shows in latency and TTFT; every run records its planner counters. `--plan-timing fixed` charges the fixed delay
+alone (reproducible). A cached run counts as done only if it was made with the requested planning charge; run files
+from before it was recorded count as uncharged ("fixed", 0 ms).
+
 Seeds: seed 0 replays the sessions in file order; seed k > 0 replays them in an order shuffled by `Random(k)` (which
 sessions run together changes) and seeds the policies' random choices. `--quick` runs TAO and the baselines at
 concurrency 64 on the swe workload and the first 100 AgentX sessions, seed 0 (a few minutes).
@@ -33,12 +39,12 @@ from pathlib import Path
 from typing import Any
 
 from ..core.policies import ABLATIONS, BASELINES, VARIANTS, make_policy
-from ..sim.driver import FleetSimulation
+from ..sim.driver import PLAN_TIMINGS, FleetSimulation
 from ..sim.metrics import RunMetrics
 from ..sim.node import profile_by_name
 from ..sim.report import RunResult
 from ..sim.workloads import Workload, load_agentx, load_mini_swe, traces_dir
-from .compare_report import render_report
+from .compare_report import Planning, planning_of, render_report
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,7 @@ class Cell:
     policy: str
     concurrency: int
     seed: int
+    planning: Planning
 
     @property
     def key(self) -> str:
@@ -92,7 +99,16 @@ def load_bench(bench: Bench, seed: int) -> Workload:
 def run_cell(cell: Cell) -> dict[str, Any]:
     workload = load_bench(cell.bench, cell.seed)
     profile = profile_by_name(cell.bench.profile)
-    simulation = FleetSimulation(workload, cell.policy, cell.concurrency, profile, cell.bench.nodes, seed=cell.seed)
+    simulation = FleetSimulation(
+        workload,
+        cell.policy,
+        cell.concurrency,
+        profile,
+        cell.bench.nodes,
+        seed=cell.seed,
+        plan_timing=cell.planning.timing,
+        plan_delay_s=cell.planning.delay_ms / 1e3,
+    )
     started = time.perf_counter()
     metrics = simulation.run()
     return {
@@ -100,9 +116,15 @@ def run_cell(cell: Cell) -> dict[str, Any]:
         "policy": cell.policy,
         "concurrency": cell.concurrency,
         "seed": cell.seed,
+        **cell.planning.as_record(),
         "wall_s": round(time.perf_counter() - started, 2),
         "metrics": asdict(metrics),
     }
+
+
+def is_done(path: Path, planning: Planning) -> bool:
+    """A cell is done if its run file exists and was made with the planning charge asked for now."""
+    return path.exists() and planning_of(json.loads(path.read_text())) == planning
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -112,6 +134,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concurrency", default="16,32,64,128", help="comma-separated (16,32,64,128)")
     parser.add_argument("--seeds", default="0", help="comma-separated seeds (0 = file order)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (2)")
+    parser.add_argument(
+        "--plan-timing",
+        choices=PLAN_TIMINGS,
+        default="measured",
+        help="measured: a plan arrives after its solve's wall-clock time + --plan-delay-ms; fixed: the delay alone "
+        "(measured)",
+    )
+    parser.add_argument("--plan-delay-ms", type=float, default=0.0, help="fixed virtual time added to every plan (0)")
     parser.add_argument("--quick", action="store_true", help="TAO and the baselines at 64, swe + 100 AgentX sessions")
     parser.add_argument("--fresh", action="store_true", help="ignore runs already in OUT/runs")
     parser.add_argument("--plots", action="store_true", help="write PNG charts under OUT/img/<workload>/")
@@ -131,7 +161,10 @@ def plan_cells(args: argparse.Namespace) -> list[Cell]:
         seeds = [int(s) for s in args.seeds.split(",")]
     for policy in policies:
         make_policy(policy)
-    cells = [Cell(b, p, c, s) for b in benches for s in seeds for c in concurrencies for p in policies]
+    if args.plan_delay_ms < 0:
+        raise ValueError("--plan-delay-ms: must be at least 0")
+    planning = Planning(args.plan_timing, args.plan_delay_ms)
+    cells = [Cell(b, p, c, s, planning) for b in benches for s in seeds for c in concurrencies for p in policies]
     return sorted(cells, key=lambda cell: cell.bench.name != "agentx")
 
 
@@ -145,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     runs_dir = args.out / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
-    todo = [cell for cell in cells if args.fresh or not (runs_dir / f"{cell.key}.json").exists()]
+    todo = [cell for cell in cells if args.fresh or not is_done(runs_dir / f"{cell.key}.json", cell.planning)]
     print(f"{len(cells)} cells, {len(cells) - len(todo)} already done, {args.jobs} workers", file=sys.stderr)
     started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:

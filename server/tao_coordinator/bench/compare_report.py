@@ -5,16 +5,21 @@ seeds and how often TAO beat each baseline seed by seed.
 Relative change is `(TAO − best) / best`; for latency, TTFT and tool-end→first-token lower is better, for
 throughput and hit rate higher is better, and "best" is the best baseline on that metric alone at that concurrency
 (so the best latency and the best throughput may come from different baselines).
+
+Each workload's section says what planning was charged in its runs (a `--report` may join runs made differently);
+the policy tables show per run how many plans were cut and dropped, "–" for run files older than those counters.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from ..core.policies import ABLATIONS, BASELINES, VARIANTS
+from ..sim.driver import PlanTiming
 
 Record = dict[str, Any]
 
@@ -35,7 +40,32 @@ COLUMNS = (
     ("hit", "prefix_hit_rate", "{:.1%}"),
     ("preempt", "preemptions", "{:,.0f}"),
     ("makespan", "makespan_s", "{:,.0f}"),
+    ("cut", "plans_cut", "{:,.0f}"),
+    ("dropped", "plans_dropped", "{:,.0f}"),
 )
+
+
+@dataclass(frozen=True)
+class Planning:
+    """What each plan of a run was charged in virtual time (see `sim/driver.py`)."""
+
+    timing: PlanTiming
+    delay_ms: float
+
+    def as_record(self) -> dict[str, Any]:
+        return {"plan_timing": self.timing, "plan_delay_ms": self.delay_ms}
+
+    def describe(self) -> str:
+        fixed = f"{self.delay_ms:g} ms"
+        return f"each solve's wall-clock time + {fixed}" if self.timing == "measured" else f"a fixed {fixed}"
+
+
+UNCHARGED = Planning("fixed", 0.0)
+"""How every run was made before the planning charge was recorded."""
+
+
+def planning_of(record: Record) -> Planning:
+    return Planning(record.get("plan_timing", UNCHARGED.timing), record.get("plan_delay_ms", UNCHARGED.delay_ms))
 
 
 Table = dict[tuple[str, str, int], dict[str, Any]]
@@ -60,11 +90,19 @@ def render_report(records: list[Record], fleets: dict[str, tuple[int, str]]) -> 
     for workload in sorted({key[0] for key in table}):
         nodes, profile = fleets.get(workload, (0, "?"))
         lines += [f"## {workload} — {nodes} × {profile}", ""]
+        lines += _planning([r for r in records if r["workload"] == workload])
         lines += _policy_table(table, workload, ["tao", *VARIANTS, *BASELINES])
         lines += _versus_best(table, workload)
         lines += _ablations(table, workload)
         lines += _seed_check([r for r in records if r["workload"] == workload])
     return "\n".join(lines)
+
+
+def _planning(records: list[Record]) -> list[str]:
+    counts = Counter(planning_of(record) for record in records)
+    charges = sorted(counts.items(), key=lambda item: (-item[1], item[0].timing, item[0].delay_ms))
+    text = "; ".join(f"{planning.describe()} ({n} run{'s' * (n != 1)})" for planning, n in charges)
+    return [f"Planning charged per plan: {text}.", ""]
 
 
 def _seed_check(records: list[Record]) -> list[str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..core.policies import POLICIES, UnknownPolicy, make_policy
 from ..progress import Progress
-from .driver import FleetSimulation
+from .driver import PLAN_TIMINGS, FleetSimulation, PlanTiming
 from .node import BUILTIN_PROFILES, NodeProfile, UnknownProfile, profile_by_name
 from .report import RunResult, render_table, to_json
 from .workloads import PRESETS, Workload, generate, load_agentx, load_mini_swe
@@ -41,11 +41,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         help="drop traces whose peak context (prompt + output) passes this many tokens (default: the node's limit)",
     )
-    parser.add_argument("--plan-delay-ms", type=float, default=0.0, help="virtual time a plan takes to apply (0)")
+    parser.add_argument(
+        "--plan-timing",
+        choices=PLAN_TIMINGS,
+        help="what a plan costs in virtual time: measured = the wall-clock time its solve took, plus --plan-delay-ms; "
+        "fixed = --plan-delay-ms alone, reproducible (default: measured, fixed with --no-timing)",
+    )
+    parser.add_argument(
+        "--plan-delay-ms", type=float, default=0.0, help="fixed virtual time added to every plan's delivery (0)"
+    )
     parser.add_argument("--json", type=Path, help="write the figures as JSON to this file")
     parser.add_argument("--plots", type=Path, help="write PNG charts into this directory")
     parser.add_argument(
-        "--no-timing", action="store_true", help="leave out wall-clock planner times (JSON identical across runs)"
+        "--no-timing",
+        action="store_true",
+        help="leave out wall-clock planner times and charge plans a fixed delay (JSON identical across runs)",
     )
 
 
@@ -65,6 +75,18 @@ def _policies(text: str) -> list[str]:
     if not names:
         raise UsageError(f"--policy: name at least one of {', '.join(POLICIES)}")
     return names
+
+
+def plan_timing(args: argparse.Namespace) -> PlanTiming:
+    """Measured unless `--no-timing` asks for a reproducible run; asking for both is a usage error."""
+    if args.plan_delay_ms < 0:
+        raise UsageError("--plan-delay-ms: must be at least 0")
+    if args.no_timing and args.plan_timing == "measured":
+        raise UsageError("--plan-timing measured varies between runs; --no-timing needs --plan-timing fixed")
+    chosen: PlanTiming | None = args.plan_timing
+    if chosen is not None:
+        return chosen
+    return "fixed" if args.no_timing else "measured"
 
 
 def load_workload(spec: str, max_context: int, limit: int | None, seed: int, sessions: int) -> Workload:
@@ -102,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         policies = _policies(args.policy)
         concurrencies = _numbers(args.concurrency, "concurrency")
+        timing = plan_timing(args)
         if args.nodes < 1:
             raise UsageError("--nodes: must be at least 1")
         profile = profile_by_name(args.node_profile)
@@ -115,13 +138,17 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(describe(workload))
     print(f"fleet: {args.nodes} × {profile.name} ({profile.capacity_tokens:,} KV tokens each)")
+    print(f"planning: each plan is delivered {_charged(timing, args.plan_delay_ms)} after it starts")
     results = [
-        _run_one(workload, policy, concurrency, profile, args) for policy in policies for concurrency in concurrencies
+        _run_one(workload, policy, concurrency, profile, timing, args)
+        for policy in policies
+        for concurrency in concurrencies
     ]
     print(render_table(results))
     if args.json:
         fleet = {"nodes": args.nodes, "node_profile": profile.name, "capacity_tokens": profile.capacity_tokens}
-        args.json.write_text(to_json(results, workload.report, fleet))
+        planning = {"timing": timing, "delay_ms": args.plan_delay_ms}
+        args.json.write_text(to_json(results, workload.report, fleet, planning))
         print(f"wrote {args.json}")
     if args.plots:
         from .plots import write_plots
@@ -131,8 +158,18 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _charged(timing: PlanTiming, delay_ms: float) -> str:
+    fixed = f"{delay_ms:g} ms"
+    return f"its solve's wall-clock time + {fixed}" if timing == "measured" else fixed
+
+
 def _run_one(
-    workload: Workload, policy: str, concurrency: int, profile: NodeProfile, args: argparse.Namespace
+    workload: Workload,
+    policy: str,
+    concurrency: int,
+    profile: NodeProfile,
+    timing: PlanTiming,
+    args: argparse.Namespace,
 ) -> RunResult:
     progress = Progress(workload.report.requests, f"{policy} × {concurrency}")
     simulation = FleetSimulation(
@@ -141,6 +178,7 @@ def _run_one(
         concurrency,
         profile,
         args.nodes,
+        plan_timing=timing,
         plan_delay_s=args.plan_delay_ms / 1e3,
         progress=progress.advance,
         seed=args.seed,

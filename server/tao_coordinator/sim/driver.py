@@ -2,15 +2,20 @@
 
 It is the simulator's counterpart of the live aiohttp service: it feeds the same `Coordinator.on_event(event, now)`
 and carries out the same actions — a `Route` submits the call to a node engine, a `StartPlan` is solved at once
-(timed on the wall clock) and its result delivered `plan_delay_s` of virtual time later, so events that arrive
-meanwhile coalesce as they do live. Sessions replay the closed-loop contract of `workloads/model.py`.
+(timed on the wall clock) and its result delivered later in virtual time, so events that arrive meanwhile coalesce
+as they do live (at most one plan in flight; see `core/planner.py`). How much later is `plan_timing`:
+- "measured": the wall-clock time the solve took in this process, plus `plan_delay_s` — the planner's cost reaches
+  the agents (a plan can go stale, be cut or dropped), but the run is no longer reproducible;
+- "fixed": `plan_delay_s` alone (0 by default) — deterministic.
+Sessions replay the closed-loop contract of `workloads/model.py`.
 
 Calls submitted to a node during one heap entry (the sessions a plan admits together, the first sessions at time 0)
 join the node's next step together, as they would join vLLM's next scheduler step: a node is asked for its next
 event time only after the entry is done, because asking commits the step.
 
-Determinism: the heap orders by (time, insertion number); engines, coordinator and workload are deterministic, so a
-seed gives the same simulated run. Only the wall-clock planner timings differ between runs.
+Determinism: the heap orders by (time, insertion number); engines, coordinator and workload are deterministic, so
+with "fixed" plan timing a seed gives the same simulated run and only the wall-clock planner timings differ between
+runs. `run(timing=False)` promises a reproducible result and so refuses "measured" plan timing.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, Literal, get_args
 
 from ..core.actions import Route, StartPlan
 from ..core.coordinator import Coordinator
@@ -31,6 +36,7 @@ from ..core.plan import PlanFinished
 from ..core.policies import make_policy
 from ..core.policies.base import policy_inputs
 from ..core.settings import CoreSettings
+from ..core.snapshot import PlanJob, Snapshot
 from .feeds import DEFAULT_SCRAPE_INTERVAL_S, RouterFeeds
 from .metrics import Recorder, RunMetrics, summarize
 from .node import Finished, FirstToken, NodeEngine, NodeProfile, NodeRequest, RequestRejected
@@ -62,6 +68,10 @@ class _Entry:
     action: Callable[[], None] = field(compare=False)
 
 
+PlanTiming = Literal["measured", "fixed"]
+PLAN_TIMINGS: tuple[PlanTiming, ...] = get_args(PlanTiming)
+
+
 class FleetSimulation:
     def __init__(
         self,
@@ -72,13 +82,17 @@ class FleetSimulation:
         nodes: int,
         *,
         settings: CoreSettings | None = None,
+        plan_timing: PlanTiming = "fixed",
         plan_delay_s: float = 0.0,
         progress: Callable[[int], None] | None = None,
         seed: int = 0,
         scrape_interval_s: float = DEFAULT_SCRAPE_INTERVAL_S,
+        on_snapshot: Callable[[Snapshot], None] | None = None,
     ) -> None:
         if concurrency < 1 or nodes < 1:
             raise ValueError("concurrency and nodes must be at least 1")
+        if plan_timing not in PLAN_TIMINGS or plan_delay_s < 0:
+            raise ValueError(f"plan_timing must be one of {PLAN_TIMINGS} and plan_delay_s at least 0")
         self.workload = workload
         self.settings = settings or CoreSettings(lease_ttl_s=1e12)
         chosen = make_policy(policy, seed)
@@ -87,8 +101,10 @@ class FleetSimulation:
         self.engines = {f"node-{k:02d}": NodeEngine(profile, kv_events="kv_events" in inputs) for k in range(nodes)}
         self.feeds = RouterFeeds(inputs, self.engines, scrape_interval_s)
         self.concurrency = concurrency
+        self.plan_timing = plan_timing
         self.plan_delay_s = plan_delay_s
         self.progress = progress
+        self.on_snapshot = on_snapshot
         self.recorder = Recorder()
         self._heap: list[_Entry] = []
         self._order = itertools.count()
@@ -107,6 +123,10 @@ class FleetSimulation:
     # -- the loop --------------------------------------------------------------------------------------------------
 
     def run(self, timing: bool = True) -> RunMetrics:
+        """Replay the whole workload. With `timing=False` wall-clock figures are left out so that two runs of one
+        seed give the same metrics; measured plan timing would break that promise, so it is refused."""
+        if not timing and self.plan_timing == "measured":
+            raise ValueError("timing=False needs a deterministic plan delay; measured plan timing varies between runs")
         for _ in range(min(self.concurrency, len(self.workload.scripts))):
             self._start_next(0.0)
         self._wake_nodes()
@@ -118,7 +138,7 @@ class FleetSimulation:
             self._schedule_tick()
             self.events += 1
         preemptions = sum(engine.counters().num_preemptions for engine in self.engines.values())
-        return summarize(self.recorder, preemptions, timing)
+        return summarize(self.recorder, preemptions, timing, self.coordinator.planner.stats)
 
     def _at(self, at: float, action: Callable[[], None]) -> None:
         heapq.heappush(self._heap, _Entry(at, next(self._order), action))
@@ -129,11 +149,19 @@ class FleetSimulation:
             if isinstance(action, Route):
                 self._submit(action.session_id, action.node)
             elif isinstance(action, StartPlan):
-                started = time.perf_counter()
-                plan = action.job.solve()
-                self.recorder.plan_ms.append((time.perf_counter() - started) * 1e3)
-                finished = PlanFinished(action.job.id, plan)
-                self._at(now + self.plan_delay_s, lambda finished=finished: self._event(finished))  # type: ignore[misc]
+                self._start_plan(action.job, now)
+
+    def _start_plan(self, job: PlanJob, now: float) -> None:
+        """Solve `job` now and deliver its plan after the virtual time that planning is charged."""
+        if self.on_snapshot is not None:
+            self.on_snapshot(job.snapshot)
+        started = time.perf_counter()
+        plan = job.solve()
+        solve_s = time.perf_counter() - started
+        self.recorder.plan_ms.append(solve_s * 1e3)
+        delay = self.plan_delay_s + (solve_s if self.plan_timing == "measured" else 0.0)
+        finished = PlanFinished(job.id, plan)
+        self._at(now + delay, lambda: self._event(finished))
 
     def _schedule_tick(self) -> None:
         wake = self.coordinator.next_wakeup()

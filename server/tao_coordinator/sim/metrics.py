@@ -9,8 +9,12 @@ Definitions (every time is virtual seconds unless named `_ms`):
 - tool-end→first-token: TTFT restricted to requests that follow a tool call;
 - decode throughput: completion tokens over the makespan; prefix hit rate: cached over prompt tokens, at each
   request's first admission (as vLLM counts);
-- planner time: wall-clock milliseconds per solve — the only figures that differ between two runs of one seed
-  (`--no-timing` writes them as null).
+- planner time: wall-clock milliseconds per solve — with fixed plan timing the only figures that differ between two
+  runs of one seed (`--no-timing` writes them as null; with measured plan timing every figure may differ);
+- planner counters: plans started (`plans`), and how each delivered plan fared when applied against the state of
+  its delivery time — whole, cut after a valid prefix, or dropped (not even its first step valid). A run ends with
+  no plan in flight, so `plans == plans_applied + plans_cut + plans_dropped`. Run files written before the counters
+  existed read as None.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
+
+from ..core.planner import PlannerStats
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -70,9 +76,12 @@ class RunMetrics:
     requests: int
     rejected_requests: int
     plans: int
+    plans_applied: int | None = None
+    plans_cut: int | None = None
+    plans_dropped: int | None = None
 
 
-def summarize(recorder: Recorder, preemptions: int, timing: bool) -> RunMetrics:
+def summarize(recorder: Recorder, preemptions: int, timing: bool, planner: PlannerStats) -> RunMetrics:
     makespan = recorder.makespan
     plan_total_s = sum(recorder.plan_ms) / 1e3
     return RunMetrics(
@@ -94,4 +103,7 @@ def summarize(recorder: Recorder, preemptions: int, timing: bool) -> RunMetrics:
         requests=recorder.requests,
         rejected_requests=recorder.rejected,
         plans=len(recorder.plan_ms),
+        plans_applied=planner.applied,
+        plans_cut=planner.cut,
+        plans_dropped=planner.dropped,
     )

@@ -1,6 +1,7 @@
 """`tao sim` output: one table for every policy × concurrency, and the same figures as JSON.
 
-JSON layout: `{"runs": [{"policy", "concurrency", "seed", "metrics": {...}}], "workload": {...}, "fleet": {...}}`.
+JSON layout: `{"runs": [{"policy", "concurrency", "seed", "metrics": {...}}], "workload": {...}, "fleet": {...},
+"planning": {"timing", "delay_ms"}}` — `planning` says what each plan was charged in virtual time.
 Floats are rounded to 6 significant digits so the file is stable and readable; NaN (no sample) becomes null.
 """
 
@@ -33,7 +34,7 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def to_json(results: list[RunResult], workload: LoadReport, fleet: dict[str, Any]) -> str:
+def to_json(results: list[RunResult], workload: LoadReport, fleet: dict[str, Any], planning: dict[str, Any]) -> str:
     document = {
         "runs": [
             {"policy": r.policy, "concurrency": r.concurrency, "seed": r.seed, "metrics": asdict(r.metrics)}
@@ -51,6 +52,7 @@ def to_json(results: list[RunResult], workload: LoadReport, fleet: dict[str, Any
             "gaps_capped": workload.gaps_capped,
         },
         "fleet": fleet,
+        "planning": planning,
     }
     return json.dumps(_clean(document), indent=2, sort_keys=False) + "\n"
 
@@ -72,6 +74,9 @@ COLUMNS = (
     ("plan ms", "plan_mean_ms", "{:.2f}"),
     ("p95", "plan_p95_ms", "{:.2f}"),
     ("overhead", "planner_overhead_share", "{:.3%}"),
+    ("plans", "plans", "{}"),
+    ("cut", "plans_cut", "{}"),
+    ("dropped", "plans_dropped", "{}"),
 )
 
 
@@ -84,7 +89,8 @@ def render_table(results: list[RunResult]) -> str:
     widths = [max(len(h), *(len(r[k]) for r in rows)) for k, h in enumerate(headers)]
     lines = [_line(headers, widths), "-" * (sum(widths) + 2 * (len(widths) - 1))]
     lines += [_line(row, widths) for row in rows]
-    lines.append("latencies, makespan, TTFT and tool→1st (tool end to first token) in s, as the agent sees them")
+    lines.append("latencies, makespan, TTFT and tool→1st (tool end to first token) in s, as the agent sees them;")
+    lines.append("plans: started; cut: applied only up to a step no longer valid; dropped: no step valid")
     return "\n".join(lines)
 
 
