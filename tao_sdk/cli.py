@@ -40,7 +40,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ),
     ("bench", "planner"): (
         "tao_coordinator.bench.planner",
-        "time the planner on realistic snapshots and measure its gap to the exact MILP",
+        "time the planner on the snapshots of simulated replays and measure its gap to the exact MILP",
     ),
     ("bench", "compare"): (
         "tao_coordinator.bench.compare",

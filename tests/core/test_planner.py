@@ -12,7 +12,8 @@ PROMPT = 30_000
 
 
 def async_fleet(nodes=("a",), capacity=70_000):
-    c = Coordinator(make_policy("tao"), CoreSettings(lease_ttl_s=1e6), inline_planning=False)
+    # the static rule: a session waits for a plan even when a node has room, which is what these tests exercise
+    c = Coordinator(make_policy("tao-static-admit"), CoreSettings(lease_ttl_s=1e6), inline_planning=False)
     for node in nodes:
         assert c.on_event(NodeUpdate(node, capacity), 0.0) == []  # nobody waits: no plan
     return c

@@ -1,4 +1,7 @@
-"""The solvers against the exact MILP reference on random small instances, and their structural promises."""
+"""The solvers against the exact MILP reference on random small instances, and their structural promises.
+
+Fleet-sized instances of realistic shape are in `test_solver_realistic.py`.
+"""
 
 import pytest
 from hypothesis import given, settings
@@ -6,7 +9,7 @@ from hypothesis import strategies as st
 
 from tao_coordinator.core.solver import Item, Problem, solve
 from tao_coordinator.core.solver.all_fit import solve_all_fit
-from tao_coordinator.core.solver.dp import group_nodes, solve_dp
+from tao_coordinator.core.solver.branch_bound import solve_branch_and_bound
 from tao_coordinator.core.solver.greedy import best_fit_decreasing, home_first
 from tao_coordinator.core.solver.milp import solve_milp
 from tao_coordinator.core.value import total
@@ -16,7 +19,7 @@ from tao_coordinator.core.value import total
 def problems(draw, max_nodes=4, max_items=8, max_capacity=12):
     node_count = draw(st.integers(1, max_nodes))
     if draw(st.booleans()):
-        # many interchangeable nodes: exercises grouping
+        # many interchangeable nodes: exercises the search's node symmetry
         capacities = (draw(st.integers(0, max_capacity)),) * node_count
     else:
         capacities = tuple(draw(st.integers(0, max_capacity)) for _ in range(node_count))
@@ -34,28 +37,31 @@ def problems(draw, max_nodes=4, max_items=8, max_capacity=12):
     return problem
 
 
-@settings(max_examples=500)
+@settings(max_examples=500, deadline=None)
 @given(problems())
-def test_dp_reaches_the_milp_optimum_and_respects_capacities(problem):
+def test_branch_and_bound_reaches_the_milp_optimum_and_certifies_it(problem):
     exact = solve_milp(problem)
-    dp = solve_dp(problem, budget=10**7)
-    assert exact is not None and dp is not None
-    assert problem.is_feasible(dp.assignment)
-    assert dp.objective == exact.objective
-    assert dp.objective == problem.objective(dp.assignment)
+    found = solve_branch_and_bound(problem, (None,) * len(problem.items), node_limit=10**6)
+    assert exact is not None
+    assert problem.is_feasible(found.assignment)
+    assert found.certified and found.method == "exact"
+    assert found.objective == exact.objective == problem.objective(found.assignment)
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(problems())
-def test_pipeline_is_exact_within_budget_and_feasible_beyond_it(problem):
+def test_pipeline_is_exact_and_a_cut_search_keeps_a_true_bound(problem):
     exact = solve_milp(problem)
     assert exact is not None
-    within = solve(problem, budget=10**7)
-    assert within.method in ("all-fit", "dp")
+    within = solve(problem, node_limit=10**6)
+    assert within.certified and within.method in ("all-fit", "exact")
     assert within.objective == exact.objective
-    beyond = solve(problem, budget=1)
-    assert problem.is_feasible(beyond.assignment)
-    assert beyond.objective <= exact.objective
+    cut = solve(problem, node_limit=1)
+    assert problem.is_feasible(cut.assignment)
+    assert cut.objective <= exact.objective
+    assert cut.bound is not None and exact.objective <= cut.bound
+    if not cut.certified:
+        assert cut.method == "bounded"
 
 
 @settings(max_examples=200)
@@ -74,7 +80,7 @@ def test_all_fit_answers_only_with_the_upper_bound(problem):
 
 @settings(max_examples=200)
 @given(problems())
-def test_fallbacks_are_feasible_and_home_first_reaches_the_optimal_credit(problem):
+def test_heuristics_are_feasible_and_home_first_reaches_the_optimal_credit(problem):
     exact = solve_milp(problem)
     assert exact is not None
     for fallback in (best_fit_decreasing(problem), home_first(problem)):
@@ -85,50 +91,26 @@ def test_fallbacks_are_feasible_and_home_first_reaches_the_optimal_credit(proble
         assert home_first(problem).objective[0] == exact.objective[0]
 
 
-def test_identical_nodes_form_one_group_with_multiset_states():
-    items = tuple(Item(3, (0, 1, 3, 0)) for _ in range(5))
-    problem = Problem(items, (6, 6, 6, 6))
-    groups = group_nodes(problem)
-    assert len(groups) == 1 and groups[0].size == 4
-    # multisets of 4 usages in [0, 6]: C(10, 4) = 210 states instead of 7**4 = 2401
-    assert groups[0].state_count == 210
-    solution = solve_dp(problem, budget=10**6)
-    assert solution is not None
-    assert None not in solution.assignment
-    assert problem.is_feasible(solution.assignment)
-
-
-def test_credit_on_one_node_splits_it_from_its_group():
-    items = (Item(3, (0, 1, 3, 0), {2: (4, 1, 3, 0)}), Item(3, (0, 1, 3, 0)))
-    groups = group_nodes(Problem(items, (6, 6, 6)))
-    assert sorted(group.nodes for group in groups) == [(0, 1), (2,)]
-
-
-def test_dp_declines_instances_over_budget():
-    items = tuple(Item(1, (0, 1, 1, 0), {b: (1, 1, 1, 0)}) for b in range(6))
-    assert solve_dp(Problem(items, (100,) * 6), budget=10_000) is None
-
-
 def test_lexicographic_order_beats_any_amount_of_lower_components():
     # one unit of credit outranks readiness and any footprint
     credited = Item(5, (0, 0, 1, 0), {0: (1, 0, 1, 0)})
     ready_and_big = Item(5, (0, 1, 1000, 0))
     problem = Problem((credited, ready_and_big), (5,))
-    for solution in (solve_dp(problem, 10**6), solve_milp(problem)):
+    for solution in (solve(problem, 10**6), solve_milp(problem)):
         assert solution is not None
         assert solution.assignment == (0, None)
 
 
 def test_items_that_fit_nowhere_are_never_placed():
     problem = Problem((Item(50, (0, 1, 50, 0)), Item(2, (0, 1, 2, 0))), (10, 10))
-    solution = solve(problem, budget=10**6)
+    solution = solve(problem, node_limit=10**6)
     assert solution.assignment[0] is None and solution.assignment[1] is not None
 
 
-@pytest.mark.parametrize("budget", [1, 10**7])
-def test_empty_problems(budget):
-    assert solve(Problem((), (4, 4)), budget).assignment == ()
-    assert solve(Problem((Item(1, (0, 1, 1, 0)),), ()), budget).assignment == (None,)
+@pytest.mark.parametrize("node_limit", [1, 10**7])
+def test_empty_problems(node_limit):
+    assert solve(Problem((), (4, 4)), node_limit).assignment == ()
+    assert solve(Problem((Item(1, (0, 1, 1, 0)),), ()), node_limit).assignment == (None,)
 
 
 @pytest.mark.parametrize(

@@ -108,8 +108,11 @@ def test_the_simulator_sends_each_policy_only_the_feeds_it_reads():
     assert any(index.size for index in dynamo.coordinator.policy.index.values())  # KV events arrived
     llmd = FleetSimulation(workload, "llm-d", 3, profile, 2)
     assert not llmd.feeds.kv_events and llmd.feeds.node_load
+    # TAO's adaptive utilisation target reads the scraped preemptions and waiting queue, nothing else
     tao = FleetSimulation(workload, "tao", 3, profile, 2)
-    assert not (tao.feeds.kv_events or tao.feeds.node_load or tao.feeds.first_token)
+    assert tao.feeds.node_load and not (tao.feeds.kv_events or tao.feeds.first_token)
+    static = FleetSimulation(workload, "tao-static-admit", 3, profile, 2)
+    assert not (static.feeds.kv_events or static.feeds.node_load or static.feeds.first_token)
 
 
 def test_a_scrape_is_taken_at_most_once_per_interval():

@@ -55,9 +55,10 @@ def test_measured_timing_delays_each_plan_by_the_wall_clock_time_its_solve_took(
 def test_a_long_plan_delay_on_a_contended_fleet_leaves_plans_stale():
     _, free = _contended(plan_timing="fixed", plan_delay_s=0.0)
     _, charged = _contended(plan_timing="fixed", plan_delay_s=2.0)
-    # with plans free, only a plan started at a registration can be stale on arrival: the session's acquire follows
-    # in the same instant, and here that happens once, at the start
-    assert free.plans_dropped <= 1
+    # with plans free, a plan is stale on arrival only when an event of the same instant came first (a registration
+    # followed by its session's acquire, an acquire admitted at once): rare, and never a cut from capacity
+    assert free.plans_cut == 0
+    assert free.plans_dropped <= 0.01 * free.plans
     # two seconds is longer than most SWE-agent tools: sessions move on while a plan is in flight
     assert charged.plans_cut + charged.plans_dropped >= 10
     assert charged.requests == free.requests

@@ -5,6 +5,10 @@ import json
 
 import pytest
 
+from tao_coordinator.core.model import Phase
+from tao_coordinator.core.policies import make_policy
+from tao_coordinator.core.signals.footprint import footprint_tokens
+from tao_coordinator.core.state import capacity_cells
 from tao_coordinator.sim.driver import FleetSimulation
 from tao_coordinator.sim.node import NodeProfile, profile_by_name
 from tao_coordinator.sim.prompt import Prompt
@@ -248,7 +252,10 @@ def test_timing_is_reported_when_asked_and_plots_are_written(tmp_path, capsys):
     )
     assert code == 0
     runs = {run["policy"]: run["metrics"] for run in json.loads((tmp_path / "r.json").read_text())["runs"]}
-    assert runs["tao"]["plan_mean_ms"] > 0 and runs["tao"]["plans"] > 0
+    tao_run = runs["tao"]
+    assert tao_run["plans"] > 0
+    assert tao_run["plans"] == tao_run["plans_applied"] + tao_run["plans_cut"] + tao_run["plans_dropped"]
+    assert 0 < tao_run["plan_mean_ms"] <= 1_000 and 0 < tao_run["plan_p95_ms"] <= 1_000
     assert runs["round-robin"]["plans"] == 0
     assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == [
         "hit_rate.png",
@@ -257,6 +264,45 @@ def test_timing_is_reported_when_asked_and_plots_are_written(tmp_path, capsys):
         "ttft.png",
     ]
     assert "tao" in capsys.readouterr().out
+
+
+def test_every_plan_is_timed_once_and_its_placements_fit_the_snapshot_it_was_made_from():
+    snapshots = []
+    workload = generate("claude-code", sessions=12, seed=5, max_context=TP1.model_len_limit)
+    simulation = FleetSimulation(workload, "tao", 6, TP1, 2, plan_timing="measured", on_snapshot=snapshots.append)
+    simulation.run()
+    stats, plan_ms = simulation.coordinator.planner.stats, simulation.recorder.plan_ms
+    assert len(snapshots) == len(plan_ms) == stats.started > 5
+    assert stats.started == stats.applied + stats.cut + stats.dropped
+    assert all(0 < ms < 1_000 for ms in plan_ms)
+    planner = make_policy("tao")  # pure: it makes the plan the simulation's own planner made from each snapshot
+    for snapshot in snapshots:
+        plan = planner.plan(snapshot)
+        assert_fits(snapshot, {p.session_id: p for p in plan.placements})
+
+
+def assert_fits(snapshot, changes):
+    """Per healthy node, the cells of the candidates placed there after `changes` fit what its in-call sessions
+    leave of its plannable capacity (candidates larger than every node are charged the largest capacity)."""
+    settings, quantum = snapshot.settings, snapshot.settings.capacity_quantum_tokens
+    healthy = {node.id: capacity_cells(node, settings) for node in snapshot.nodes if node.healthy}
+    largest = max(healthy.values()) * quantum
+    used = dict.fromkeys(healthy, 0)
+    free = dict(healthy)
+    for session in snapshot.sessions:
+        tokens = footprint_tokens(session, settings)
+        if session.phase is Phase.IN_LLM:
+            assert session.id not in changes, f"{session.id} is inside a call and was moved"
+            if session.node in free:
+                free[session.node] -= -(-tokens // quantum)
+        elif session.is_candidate:
+            change = changes.get(session.id)
+            node = session.node if change is None else change.node
+            if node is not None:
+                assert node in healthy, f"{session.id} placed on {node}, not a healthy node"
+                used[node] += -(-min(tokens, largest) // quantum)
+    for node, cells in used.items():
+        assert cells <= max(0, free[node]), f"{node}: {cells} cells placed, {max(0, free[node])} free"
 
 
 def test_context_cap_removes_what_cannot_fit_and_says_so(capsys):

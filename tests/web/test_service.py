@@ -190,7 +190,7 @@ async def test_metrics_are_prometheus_text_and_move(tmp_path, fleet):
         assert await c.metric("tao_acquire_wait_seconds_count") == 1
         assert await c.metric("tao_plans_total", outcome="applied") >= 1
         assert await c.metric("tao_plan_seconds_count") == c.service.coordinator.planner.stats.started
-        assert await c.metric("tao_plan_fallbacks_total") == 0
+        assert await c.metric("tao_plans_uncertified_total") == 0
         end = {"node": grant["node"], "prompt_tokens": PROMPT, "completion_tokens": 10}
         await c.call("POST", f"/v1/sessions/{session}/llm_end", end, token)
         await c.call("POST", f"/v1/sessions/{session}/tool_start", {"call_id": "t", "tool": "ls"}, token)

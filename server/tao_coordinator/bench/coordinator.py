@@ -25,7 +25,7 @@ import aiohttp
 
 from ..fakevllm import FakeNodeConfig, ThreadedFleet
 from ..local_coordinator import local_coordinator
-from .planner import percentile
+from .planner_replay import percentile
 
 
 @dataclass

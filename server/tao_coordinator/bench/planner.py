@@ -1,147 +1,121 @@
-"""`tao bench planner`: how long TAO's planner takes on realistic snapshots, and how far from optimal it lands.
+"""`tao bench planner`: how long TAO's planner takes on the decision points real replays produce, how often it is
+certified optimal, and how far from optimal it lands otherwise.
 
-For each fleet size the benchmark records planner snapshots from a closed-loop synthetic workload (see
-`snapshots.py`), times `policy.plan(snapshot)` on each — building the problem from the signals included, as the
-live driver runs it — and solves a sample of them exactly with the MILP reference.
+A case is a workload replayed in the simulator with policy `tao`, as `tao sim` replays it: a trace file (`--trace`,
+repeatable) at each `--concurrency` on `--nodes` × `--node-profile`, or a synthetic size `SxN` (`--sizes`) —
+`synthetic:claude-code` with S sessions, all S concurrent, on N `h100-tp4` nodes. Every `--every`-th snapshot the
+coordinator plans from is recorded (all of them for traces, every 5th for sizes); a replay stops once `--snapshots`
+are recorded (by default never for traces; at 200 for sizes, so 1024x64 replays for under a minute). Each
+recorded snapshot is then solved again by a fresh `--policy` planner and timed — `policy.plan(snapshot)`, building
+the problem from the signals included, as the live driver runs it — and `--milp-samples` of them, evenly spread
+over the recording, by the MILP reference at `mip_rel_gap = 0`. `planner_replay.py` defines the figures.
 
-The gap of one plan is the relative shortfall, against the MILP optimum, in the first component of the lexicographic
-objective where the two differ (0 when equal): a plan that keeps 2% less cache credit has gap 0.02, whatever its
-other components. `gap` is the mean over the MILP-solved sample, null when the MILP solved none in its time limit
-(the sample stops at the first snapshot the MILP cannot solve in time).
+Without `--trace` or `--sizes` it runs what issue 12 measures: AgentX dev at 64×8 and 128×8 `h100-tp4`, mini-swe-agent
+dev at 128×4 `h100-tp2` (those whose files are under `$TAO_TRACES`), and 1024x64.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
-from collections import Counter
-from dataclasses import asdict, dataclass
+import sys
+from dataclasses import asdict
 from pathlib import Path
 
-from ..core.policies.placement import build_problem
-from ..core.policies.tao import TaoPolicy, tao, tao_no_dp
-from ..core.snapshot import Snapshot
-from ..core.solver.problem import Problem
-from ..core.value import Value
-from .snapshots import record_snapshots
+from ..sim.cli import UsageError, load_workload
+from ..sim.node import UnknownProfile, profile_by_name
+from ..sim.workloads import Workload, traces_dir
+from .planner_replay import POLICIES, Case, Row, measure
 
-SIZES = ((64, 8), (256, 16), (1024, 64))
-POLICIES = {"tao": tao, "tao-no-dp": tao_no_dp}
-"""The planners worth timing: TAO's pipeline, and the paper's best-fit decreasing alone (its gap is the point)."""
-
-
-@dataclass
-class Row:
-    sessions: int
-    nodes: int
-    mean_ms: float
-    p50_ms: float
-    p95_ms: float
-    max_ms: float
-    fallback_share: float
-    gap: float | None
-    snapshots: int
-    candidates_mean: float
-    all_fit_share: float
-    dp_share: float
-    milp_solved: int
-    milp_sampled: int
-    exact_share: float | None
-    """Share of the MILP-solved sample where TAO's objective equals the optimum."""
-
-
-def relative_gap(optimum: Value, reached: Value) -> float:
-    for best, got in zip(optimum, reached, strict=True):
-        if best != got:
-            return (best - got) / max(1, abs(best))
-    return 0.0
-
-
-def percentile(sorted_values: list[float], share: float) -> float:
-    index = min(len(sorted_values) - 1, max(0, round(share * (len(sorted_values) - 1))))
-    return sorted_values[index]
-
-
-def measure(
-    sessions: int, nodes: int, count: int, seed: int, milp_samples: int, milp_limit_s: float, policy_name: str = "tao"
-) -> Row:
-    from ..core.solver.milp import solve_milp  # SciPy: only the benchmark and tests need it
-
-    snapshots = record_snapshots(sessions, nodes, count, seed)
-    policy = POLICIES[policy_name]()
-    times, methods, candidates = [], Counter[str](), []
-    plans = []
-    for snapshot in snapshots:
-        started = time.perf_counter()
-        plan = policy.plan(snapshot)
-        times.append((time.perf_counter() - started) * 1e3)
-        methods[plan.method] += 1
-        candidates.append(plan.candidates)
-        plans.append(plan)
-    times.sort()
-
-    step = max(1, len(snapshots) // max(1, milp_samples))
-    sample = list(range(0, len(snapshots), step))[:milp_samples]
-    gaps: list[float] = []
-    attempted = 0
-    for k in sample:
-        attempted += 1
-        exact = solve_milp(_problem(snapshots[k], policy), time_limit_s=milp_limit_s)
-        if exact is None:
-            break  # the MILP could not prove optimality in time: larger samples of this size would not either
-        gaps.append(relative_gap(exact.objective, plans[k].objective))
-    return Row(
-        sessions=sessions,
-        nodes=nodes,
-        mean_ms=statistics.fmean(times),
-        p50_ms=percentile(times, 0.5),
-        p95_ms=percentile(times, 0.95),
-        max_ms=times[-1],
-        fallback_share=methods["fallback"] / len(snapshots),
-        gap=statistics.fmean(gaps) if gaps else None,
-        snapshots=len(snapshots),
-        candidates_mean=statistics.fmean(candidates),
-        all_fit_share=methods["all-fit"] / len(snapshots),
-        dp_share=methods["dp"] / len(snapshots),
-        milp_solved=len(gaps),
-        milp_sampled=attempted,
-        exact_share=sum(g == 0 for g in gaps) / len(gaps) if gaps else None,
-    )
-
-
-def _problem(snapshot: Snapshot, policy: TaoPolicy) -> Problem:
-    return build_problem(snapshot, policy.values).problem
+SYNTHETIC = "synthetic:claude-code"
+SIZE_PROFILE = "h100-tp4"
+SIZE_EVERY = 5
+SIZE_SNAPSHOTS = 200
+DEFAULT_CASES = (
+    ("agentx_cc/dev.jsonl.gz", 64, 8, "h100-tp4"),
+    ("agentx_cc/dev.jsonl.gz", 128, 8, "h100-tp4"),
+    ("mini_swe_agent/steps_dev.jsonl.gz", 128, 4, "h100-tp2"),
+)
+DEFAULT_SIZES = "1024x64"
 
 
 def render(rows: list[Row]) -> str:
     header = (
-        f"{'sessions×nodes':>15} {'cand':>5} {'mean ms':>8} {'p50 ms':>7} {'p95 ms':>7} {'max ms':>7}"
-        f" {'all-fit':>7} {'dp':>5} {'fallback':>8} {'MILP':>7} {'exact':>6} {'gap':>8}"
+        f"{'workload':<44} {'sess×nodes':>10} {'plans':>6} {'cand':>5} {'mean ms':>8} {'p50 ms':>7} {'p95 ms':>7}"
+        f" {'max ms':>7} {'exact':>6} {'MILP':>7} {'gap=0':>6} {'gap max':>8}  methods"
     )
-    lines = [header, "-" * len(header)]
+    lines = [header, "-" * (len(header) + 24)]
     for r in rows:
-        gap = "n/a" if r.gap is None else f"{r.gap:.2%}"
-        exact = "n/a" if r.exact_share is None else f"{r.exact_share:.0%}"
+        zero = "n/a" if r.gap_zero_share is None else f"{r.gap_zero_share:.0%}"
+        worst = "n/a" if r.gap_max is None else f"{r.gap_max:.2%}"
+        methods = ", ".join(f"{method} {count}" for method, count in r.methods.items())
         lines.append(
-            f"{f'{r.sessions}×{r.nodes}':>15} {r.candidates_mean:5.0f} {r.mean_ms:8.3f} {r.p50_ms:7.3f}"
-            f" {r.p95_ms:7.3f} {r.max_ms:7.2f} {r.all_fit_share:7.0%} {r.dp_share:5.0%} {r.fallback_share:8.0%}"
-            f" {f'{r.milp_solved}/{r.milp_sampled}':>7} {exact:>6} {gap:>8}"
+            f"{_short(r.trace) + ' ' + r.node_profile:<44} {f'{r.sessions}×{r.nodes}':>10} {r.plans:6d}"
+            f" {r.candidates_mean:5.0f} {r.mean_ms:8.3f} {r.p50_ms:7.3f} {r.p95_ms:7.3f} {r.max_ms:7.2f}"
+            f" {r.exact_share:6.1%} {f'{r.milp_solved}/{r.milp_sampled}':>7} {zero:>6} {worst:>8}  {methods}"
         )
     return "\n".join(lines)
 
 
+def _short(trace: str) -> str:
+    path = Path(trace)
+    return trace if trace.startswith("synthetic") else "/".join(path.parts[-2:])
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", type=Path, help="write the rows as a JSON list to this file")
-    parser.add_argument("--snapshots", type=int, default=200, help="planner snapshots timed per size (200)")
-    parser.add_argument("--milp-samples", type=int, default=10, help="snapshots per size solved by the MILP (10)")
-    parser.add_argument("--milp-time-limit", type=float, default=5.0, help="seconds per MILP solve (5)")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--policy", choices=sorted(POLICIES), default="tao", help="the planner to time (tao)")
-    parser.add_argument(
-        "--sizes", default=",".join(f"{s}x{n}" for s, n in SIZES), help="sessions×nodes list, e.g. 64x8,256x16"
+    parser.description = (
+        f"{parser.description}. Without --trace or --sizes: AgentX dev at 64×8 and 128×8 h100-tp4 (about 7 and 14"
+        " minutes), mini-swe-agent dev at 128×4 h100-tp2 (about 2 minutes) — those whose files are under $TAO_TRACES"
+        " (default ../shared/traces) — and --sizes 1024x64 (about 2 minutes, most of it in the MILP): 25 minutes in"
+        " all on a 2-core machine shared with other jobs. --every K cuts the timing of a trace K-fold, not its replay."
     )
+    parser.add_argument(
+        "--trace",
+        action="append",
+        help="a trace file to replay, as `tao sim --trace` reads it, or synthetic[:PRESET] (as many sessions as the"
+        " concurrency); repeat for several; each runs at every --concurrency on --nodes × --node-profile",
+    )
+    parser.add_argument("--concurrency", help="comma-separated concurrent sessions of the trace replays (16)")
+    parser.add_argument("--nodes", type=int, help="nodes of the trace replays (4)")
+    parser.add_argument(
+        "--node-profile", help=f"node profile of the trace replays (h100-tp2) and of the sizes ({SIZE_PROFILE})"
+    )
+    parser.add_argument(
+        "--sizes",
+        help=f"comma-separated SESSIONSxNODES, e.g. 1024x64: {SYNTHETIC} with that many sessions, all concurrent,"
+        f" on that many {SIZE_PROFILE} nodes",
+    )
+    parser.add_argument(
+        "--every",
+        type=int,
+        help=f"record every K-th snapshot the replay plans from (1 for traces: all; {SIZE_EVERY} for sizes)",
+    )
+    parser.add_argument(
+        "--snapshots",
+        type=int,
+        help=f"stop a replay once this many snapshots are recorded (traces: replay it all; sizes: {SIZE_SNAPSHOTS})",
+    )
+    parser.add_argument("--milp-samples", type=int, default=10, help="snapshots per case solved by the MILP (10)")
+    parser.add_argument(
+        "--milp-time-limit", type=float, default=5.0, help="seconds per MILP stage (one per value component) (5)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic workload and the replay (0)")
+    parser.add_argument("--policy", choices=sorted(POLICIES), default="tao", help="the planner timed (tao)")
+    parser.add_argument("--json", type=Path, help="write the rows as a JSON list to this file")
+
+
+def _positive(value: int | None, name: str) -> None:
+    if value is not None and value < 1:
+        raise UsageError(f"--{name}: must be at least 1")
+
+
+def _numbers(text: str, name: str) -> list[int]:
+    values = []
+    for part in text.split(","):
+        if not part.strip().isdigit() or int(part) < 1:
+            raise UsageError(f"--{name}: {part!r} is not a positive whole number")
+        values.append(int(part))
+    return values
 
 
 def parse_sizes(text: str) -> list[tuple[int, int]]:
@@ -149,20 +123,82 @@ def parse_sizes(text: str) -> list[tuple[int, int]]:
     for part in text.split(","):
         sessions, _, nodes = part.strip().partition("x")
         if not (sessions.isdigit() and nodes.isdigit()) or int(sessions) < 1 or int(nodes) < 1:
-            raise argparse.ArgumentTypeError(f"--sizes: {part!r} is not SESSIONSxNODES (e.g. 64x8)")
+            raise UsageError(f"--sizes: {part!r} is not SESSIONSxNODES (e.g. 1024x64)")
         sizes.append((int(sessions), int(nodes)))
     return sizes
 
 
+def plan_cases(args: argparse.Namespace) -> list[Case]:
+    """The cases the arguments ask for; UsageError naming the argument when one is wrong."""
+    for name in ("nodes", "every", "snapshots"):
+        _positive(getattr(args, name), name)
+    if args.milp_samples < 0:
+        raise UsageError("--milp-samples: must be at least 0")
+    if args.milp_time_limit <= 0:
+        raise UsageError("--milp-time-limit: must be positive")
+    if not args.trace:
+        for name, value in (("concurrency", args.concurrency), ("nodes", args.nodes)):
+            if value is not None:
+                raise UsageError(f"--{name}: applies to --trace replays; none given")
+    if args.node_profile is not None:
+        try:
+            profile_by_name(args.node_profile)
+        except UnknownProfile as error:
+            raise UsageError(f"--node-profile: {error}") from None
+    cases = []
+    for trace in args.trace or ():
+        for concurrency in _numbers(args.concurrency or "16", "concurrency"):
+            profile = args.node_profile or "h100-tp2"
+            generated = concurrency if trace.startswith("synthetic") else 0
+            cases.append(Case(trace, concurrency, args.nodes or 4, profile, generated, args.every or 1, args.snapshots))
+    sizes = args.sizes
+    if not args.trace and sizes is None:
+        folder = traces_dir()
+        for trace, concurrency, nodes, profile in DEFAULT_CASES:
+            if (folder / trace).is_file():
+                cases.append(Case(str(folder / trace), concurrency, nodes, profile, 0, args.every or 1, args.snapshots))
+            else:
+                print(f"tao bench planner: skipping {trace}: not under {folder} (set $TAO_TRACES)", file=sys.stderr)
+        sizes = DEFAULT_SIZES
+    for sessions, nodes in parse_sizes(sizes) if sizes else ():
+        profile = args.node_profile or SIZE_PROFILE
+        every, limit = args.every or SIZE_EVERY, args.snapshots or SIZE_SNAPSHOTS
+        cases.append(Case(SYNTHETIC, sessions, nodes, profile, sessions, every, limit))
+    return cases
+
+
+def load_workloads(cases: list[Case], seed: int) -> dict[tuple[str, str, int], Workload]:
+    workloads: dict[tuple[str, str, int], Workload] = {}
+    for case in cases:
+        key = (case.trace, case.node_profile, case.synthetic_sessions)
+        if key not in workloads:
+            limit = profile_by_name(case.node_profile).model_len_limit
+            workloads[key] = load_workload(case.trace, limit, None, seed, case.synthetic_sessions)
+            if not workloads[key].scripts:
+                raise UsageError(f"--trace: {case.trace!r} has no session left to replay")
+    return workloads
+
+
 def run(args: argparse.Namespace) -> int:
+    try:
+        cases = plan_cases(args)
+        workloads = load_workloads(cases, args.seed)
+    except UsageError as error:
+        print(f"tao bench planner: {error}", file=sys.stderr)
+        return 2
     rows = []
-    for sessions, nodes in parse_sizes(args.sizes):
-        print(f"measuring {sessions} sessions × {nodes} nodes …", flush=True)
-        rows.append(
-            measure(sessions, nodes, args.snapshots, args.seed, args.milp_samples, args.milp_time_limit, args.policy)
+    for case in cases:
+        workload = workloads[(case.trace, case.node_profile, case.synthetic_sessions)]
+        row = measure(case, workload, args.policy, args.milp_samples, args.milp_time_limit, args.seed)
+        print(
+            f"{_short(case.trace)} {case.concurrency}×{case.nodes} {case.node_profile}: {row.replay_plans} plans"
+            f" replayed in {row.replay_s:.0f} s{' (stopped early)' if row.stopped_early else ''}, {row.plans}"
+            f" timed, {row.milp_solved}/{row.milp_sampled} solved by the MILP; {row.wall_s:.0f} s in all",
+            file=sys.stderr,
         )
+        rows.append(row)
     print(render(rows))
     if args.json:
-        args.json.write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
+        args.json.write_text(json.dumps([asdict(row) for row in rows], indent=2) + "\n")
         print(f"wrote {args.json}")
     return 0

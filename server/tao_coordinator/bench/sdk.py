@@ -29,7 +29,7 @@ from tao_sdk.transport import TaoTransport
 
 from ..fakevllm import FakeNodeConfig, ThreadedFleet
 from ..local_coordinator import local_coordinator
-from .planner import percentile
+from .planner_replay import percentile
 
 MODEL = "Qwen/Qwen3-32B"
 

@@ -47,14 +47,22 @@ from .events import (
     ToolEnd,
     ToolStart,
 )
-from .model import CacheEvidence, EvidenceSource, Node, Phase, RunningTool, Session
+from .model import CacheEvidence, EvidenceSource, Node, NodeId, Phase, RunningTool, Session
 from .plan import PlanFinished
 from .planner import Planner
-from .policies.base import Policy, plan_interval, policy_wake_times
+from .policies.base import (
+    Policy,
+    admits_on_room,
+    plan_interval,
+    policy_admit,
+    policy_cache_kept,
+    policy_node_target,
+    policy_wake_times,
+)
 from .settings import CoreSettings
 from .signals.cache_credit import with_evidence
 from .signals.duration import DurationEstimator, DurationHistory
-from .state import FleetState
+from .state import FleetState, capacity_cells
 
 
 class Coordinator:
@@ -108,7 +116,7 @@ class Coordinator:
             case Close():
                 self.state.put(state_machine.close(self.state.session(event.session_id), now))
             case NodeUpdate():
-                if not self._node_update(event):
+                if not self._node_update(event, now):
                     return []
             case NodeRemoved():
                 self.state.node(event.node_id)
@@ -168,6 +176,8 @@ class Coordinator:
             route_to = None
         else:
             route_to = self.policy.route(session, healthy, now)
+            if route_to is None and admits_on_room(self.policy):
+                route_to = policy_admit(self.policy, session, healthy, self._room(healthy), self.settings, now)
         updated = state_machine.acquire(session, now, route_to, None)  # `session` has the tokens asked for
         was_waiting = session.id in self.state.pool
         self.state.put(replace(updated, lease_expires_at=self._lease(now)))
@@ -176,6 +186,11 @@ class Coordinator:
         if not was_waiting:
             self.planner.mark_dirty()
         return []
+
+    def _room(self, nodes: dict[NodeId, Node]) -> dict[NodeId, int]:
+        """Cells each node's planner may still fill next to what its holders hold now (what the applier checks)."""
+        used = self.state.used_cells(self.settings)
+        return {node_id: capacity_cells(node, self.settings) - used.get(node_id, 0) for node_id, node in nodes.items()}
 
     def _llm_end(self, event: LlmEnd, now: float) -> None:
         session = self.state.session(event.session_id)
@@ -190,6 +205,7 @@ class Coordinator:
             else:
                 context = max(session.context_tokens, session.expected_input_tokens) + completion
                 source = EvidenceSource.ESTIMATE
+            self._report_kept(session, event, now)
             evidence = CacheEvidence(event.node_id, context, now, source)
             changes.update(
                 context_tokens=context,
@@ -199,6 +215,22 @@ class Coordinator:
                 evidence=with_evidence(session.evidence, evidence, self.settings),
             )
         self.state.put(state_machine.llm_end(session, now, **changes))
+
+    def _report_kept(self, session: Session, event: LlmEnd, now: float) -> None:
+        """Tell the policy how much of a reserved cache the node kept, when the call's session held its place there
+        since its previous call on it (see `policies/base.py`)."""
+        if event.prompt_tokens is None or event.cached_tokens is None:
+            return
+        previous = next(
+            (e for e in session.evidence if e.node == event.node_id and e.source is EvidenceSource.USAGE), None
+        )
+        node = self.state.nodes.get(event.node_id)
+        if previous is None or node is None or session.placed_at > previous.observed_at:
+            return
+        # vLLM hits whole blocks only, and always computes a prompt's last token
+        asked = (min(previous.tokens, event.prompt_tokens) - 1) // node.block_size * node.block_size
+        if asked > 0:
+            policy_cache_kept(self.policy, event.node_id, asked, event.cached_tokens, now)
 
     def _tool_start(self, event: ToolStart, now: float) -> None:
         session = self.state.session(event.session_id)
@@ -218,8 +250,9 @@ class Coordinator:
         self.history.add(tool.tool, duration)
         self.state.put(replace(updated, lease_expires_at=self._lease(now)))
 
-    def _node_update(self, event: NodeUpdate) -> bool:
-        """Record the node; True when more than its load figures changed (then the pool is worth a plan)."""
+    def _node_update(self, event: NodeUpdate, now: float) -> bool:
+        """Record the node; True when more than its load figures changed (then the pool is worth a plan). A new
+        utilisation target is a new plannable capacity, so it counts as a node change."""
         previous = self.state.nodes.get(event.node_id)
         node = Node(
             event.node_id,
@@ -231,8 +264,11 @@ class Coordinator:
             running=event.running,
             waiting=event.waiting,
             kv_usage=event.kv_usage,
+            preemptions=event.preemptions,
         )
-        if previous is None or (previous.capacity_tokens, previous.healthy) != (node.capacity_tokens, node.healthy):
+        node = replace(node, utilization_target=policy_node_target(self.policy, previous, node, self.settings, now))
+        capacity = (node.capacity_tokens, node.healthy, node.utilization_target)
+        if previous is None or (previous.capacity_tokens, previous.healthy, previous.utilization_target) != capacity:
             self._nodes_changed = True
         self.state.put_node(node)
         return previous is None or _without_load(previous) != _without_load(node)
@@ -316,4 +352,4 @@ class Coordinator:
 
 
 def _without_load(node: Node) -> Node:
-    return replace(node, version=0, running=0, waiting=0, kv_usage=0.0)
+    return replace(node, version=0, running=0, waiting=0, kv_usage=0.0, preemptions=0)

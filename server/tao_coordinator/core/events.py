@@ -161,12 +161,15 @@ class NodeUpdate:
     """`vllm:num_requests_waiting` at the scrape."""
     kv_usage: float = 0.0
     """`vllm:kv_cache_usage_perc` at the scrape, in [0, 1]."""
+    preemptions: int = 0
+    """`vllm:num_preemptions_total` at the scrape: a counter, it only grows while the node runs."""
 
     def __post_init__(self) -> None:
         _require_id("node_id", self.node_id)
         _require_count("capacity_tokens", self.capacity_tokens)
         _require_count("running", self.running)
         _require_count("waiting", self.waiting)
+        _require_count("preemptions", self.preemptions)
         if not 0.0 <= self.kv_usage <= 1.0:
             raise InvalidEvent("kv_usage", f"must be within [0, 1], got {self.kv_usage!r}")
         if isinstance(self.block_size, bool) or not isinstance(self.block_size, int) or self.block_size < 1:

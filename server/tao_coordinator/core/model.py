@@ -132,6 +132,9 @@ class Session:
     last_node: NodeId | None = None
     """The node that served the last call (used by routers and by fail-open clients)."""
     phase_since: float = 0.0
+    placed_at: float = 0.0
+    """When the session got the place it holds now (kept unchanged while it keeps that place): a session that has
+    held its place since its last call on the node asked that node to keep the call's cache."""
     prompt_block_runs: tuple[BlockRun, ...] = ()
     """KV block identities of the prompt of the latest acquire (empty when the client did not send them)."""
 
@@ -173,3 +176,8 @@ class Node:
     """Requests queued inside the node at the last scrape."""
     kv_usage: float = 0.0
     """Share of the node's KV blocks held by live requests at the last scrape, in [0, 1]."""
+    preemptions: int = 0
+    """vLLM's preemption counter at the last scrape."""
+    utilization_target: float | None = None
+    """The share of `capacity_tokens` the planner may fill here, when the policy adapts it per node (see
+    `policies/admission.py`); None: `CoreSettings.utilization_target`."""

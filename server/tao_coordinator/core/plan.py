@@ -27,10 +27,14 @@ class Placement:
 class Plan:
     placements: tuple[Placement, ...]
     method: str = "none"
-    """How the solver decided: all-fit (upper bound reached), dp, fallback, greedy, or none."""
+    """How the solver decided: all-fit (upper bound reached), exact, bounded, fallback, greedy, or none."""
     objective: tuple[int, ...] = ()
-    dp_states: int = 0
     candidates: int = 0
+    certified: bool = False
+    """The solver proved `objective` optimal for the snapshot."""
+    gap_bound: float | None = None
+    """When not certified and a bound is known: the relative shortfall of `objective` against it in the first
+    component where they differ — the optimum is at most this much better."""
 
 
 @dataclass(frozen=True, slots=True)

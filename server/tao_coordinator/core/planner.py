@@ -39,8 +39,8 @@ class PlannerStats:
     """Plans applied only up to a placement that had become invalid."""
     dropped: int = 0
     """Plans of which not even the first placement was valid."""
-    fallbacks: int = 0
-    """Plans the exact DP could not solve within its budget."""
+    uncertified: int = 0
+    """Plans the solver did not prove optimal (the exact search hit its node limit, or a heuristic solver)."""
     placements_applied: int = 0
     by_method: dict[str, int] = field(default_factory=dict)
 
@@ -71,8 +71,8 @@ class Planner:
         self.in_flight = None
         stats = self.stats
         stats.by_method[plan.method] = stats.by_method.get(plan.method, 0) + 1
-        if plan.method == "fallback":
-            stats.fallbacks += 1
+        if not plan.certified:
+            stats.uncertified += 1
         applier = _Applier(fleet, settings, now)
         steps = applier.apply(plan)
         stats.placements_applied += steps

@@ -44,9 +44,9 @@ class CoreSettings(BaseModel):
     utilization_target: float = Field(default=0.9, gt=0, le=1)
     """Share of each node's KV capacity the planner may fill."""
 
-    dp_state_budget: int = Field(default=1 << 15, ge=1)
-    """Largest DP state space (product over node groups of their state counts) solved exactly; above it, the
-    fallback runs."""
+    exact_node_limit: int = Field(default=20_000, ge=1)
+    """Search nodes the exact solver may visit for one plan. Real snapshots need a few hundred at most (docs/
+    algorithm.md); past the limit the plan is the best found, not certified, with a bound on its gap."""
 
     lease_ttl_s: float = Field(default=60.0, gt=0)
     """A session that sends nothing for this long is closed; a tool's timeout hint extends it."""

@@ -106,16 +106,23 @@ class FleetState:
         return Snapshot(now, tuple(self.sessions.values()), tuple(self.nodes.values()), settings)
 
     def used_cells(self, settings: CoreSettings) -> dict[NodeId, int]:
-        """Capacity cells held per node by the sessions that hold places there, at their current footprint."""
+        """Capacity cells held per node by the sessions that hold places there, at their current footprint —
+        charged as the planner charges them (`policies/placement.py`): a session outside a call at most the
+        largest plannable capacity, so a plan the solver found feasible is feasible here too."""
         quantum = settings.capacity_quantum_tokens
+        largest = max((capacity_cells(n, settings) for n in self.nodes.values() if n.healthy), default=0) * quantum
         used: dict[NodeId, int] = {}
         for session in self.sessions.values():
             if session.node is not None:
-                cells = -(-footprint_tokens(session, settings) // quantum)
-                used[session.node] = used.get(session.node, 0) + cells
+                tokens = footprint_tokens(session, settings)
+                if session.phase is not Phase.IN_LLM:
+                    tokens = min(tokens, largest)
+                used[session.node] = used.get(session.node, 0) + -(-tokens // quantum)
         return used
 
 
 def capacity_cells(node: Node, settings: CoreSettings) -> int:
-    """What the planner may fill on `node`, in cells: capacity × utilisation target, rounded down."""
-    return int(node.capacity_tokens * settings.utilization_target) // settings.capacity_quantum_tokens
+    """What the planner may fill on `node`, in cells: capacity × utilisation target (the node's own when the policy
+    adapts it, else the settings'), rounded down."""
+    target = settings.utilization_target if node.utilization_target is None else node.utilization_target
+    return int(node.capacity_tokens * target) // settings.capacity_quantum_tokens

@@ -27,6 +27,9 @@ def _next(session: Session, now: float, **changes: object) -> Session:
     phase = changes.get("phase", session.phase)
     if phase is not session.phase:
         changes["phase_since"] = now
+    node = changes.get("node", session.node)
+    if node is not None and node != session.node:
+        changes["placed_at"] = now
     return replace(session, version=session.version + 1, **changes)  # type: ignore[arg-type]
 
 

@@ -3,11 +3,12 @@
 A policy names the feeds it consumes in `inputs` (see `core/policies/base.py`); nothing else is sent, so TAO's runs
 are unchanged by routers' needs and each baseline sees only what its real system sees:
 
-- `node_load`: a `/metrics` scrape of every node — running and waiting requests, KV usage — sent as `NodeUpdate`s
-  before a call is routed when the last scrape is at least `scrape_interval_s` old. A real poller scrapes on a fixed
-  period, so its figures are up to one period old when a call arrives; this scrapes on demand, at most one period
-  apart, which is never staler. The figures are the engine's at the moment of the scrape: a request counts as
-  waiting from its submission, where vLLM's gauge would show it after the next step (at most one step fresher).
+- `node_load`: a `/metrics` scrape of every node — running and waiting requests, KV usage, preemptions — sent as
+  `NodeUpdate`s before a call is routed when the last scrape is at least `scrape_interval_s` old. A real poller
+  scrapes on a fixed period, so its figures are up to one period old when a call arrives; this scrapes on demand, at
+  most one period apart, which is never staler. The figures are the engine's at the moment of the scrape: a request
+  counts as waiting from its submission, where vLLM's gauge would show it after the next step (at most one step
+  fresher).
 - `kv_events`: every `BlockStored` / `BlockRemoved` / `AllBlocksCleared` of every node, as `KvCacheEvent`s in the
   order the node emitted them (vLLM's `--kv-events-config` stream).
 - `first_token`: `LlmFirstToken` when a call's first token leaves the node (a router on the token stream sees it).
@@ -55,6 +56,7 @@ class RouterFeeds:
                     running=counters.num_requests_running,
                     waiting=counters.num_requests_waiting,
                     kv_usage=min(1.0, max(0.0, counters.kv_cache_usage_perc)),
+                    preemptions=counters.num_preemptions,
                 )
             )
         return updates

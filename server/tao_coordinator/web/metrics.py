@@ -45,7 +45,7 @@ class _StateCollector(Collector):
             plans.add_metric([outcome], count)
         yield plans
         yield CounterMetricFamily(
-            "tao_plan_fallbacks", "Plans the exact DP left to the fallback.", value=stats.fallbacks
+            "tao_plans_uncertified", "Plans the solver did not prove optimal.", value=stats.uncertified
         )
         yield from self._nodes()
 

@@ -250,7 +250,8 @@ class CoordinatorService:
         capacity = observation.capacity_tokens or (known.capacity_tokens if known else None)
         if capacity is None:
             return
-        # the load figures feed load-aware policies (least-loaded, llm-d); a change in them alone starts no plan
+        # the load figures feed load-aware policies (least-loaded, llm-d) and TAO's adaptive utilisation target; a
+        # change in them alone starts no plan
         self.feed(
             NodeUpdate(
                 observation.name,
@@ -261,6 +262,7 @@ class CoordinatorService:
                 observation.running,
                 observation.waiting,
                 observation.kv_usage,
+                int(observation.preemptions),
             )
         )
 

@@ -3,6 +3,7 @@
 | name                | kind                          | source (routers-and-baselines.md)                           |
 |---------------------|-------------------------------|-------------------------------------------------------------|
 | tao, tao-no-*       | admission (plans)             | design §4–§5, `tao.py`                                      |
+| tao-static-admit    | admission (plans)             | TAO with the static utilisation target, `admission.py`      |
 | tao-spread          | admission (plans)             | prototype: TAO with worst-fit ties, `tao_spread.py`         |
 | tao-survival        | admission (plans)             | prototype: TAO with survival readiness, `tao_survival.py`   |
 | round-robin         | per-request router            | §5.11                                                       |
@@ -33,7 +34,15 @@ from .least_loaded import LeastLoadedPolicy
 from .llm_d import LlmdPolicy
 from .round_robin import RoundRobinPolicy
 from .sglang import SglangCacheAwarePolicy
-from .tao import tao, tao_no_cache, tao_no_decay, tao_no_dp, tao_no_readiness
+from .tao import (
+    tao,
+    tao_no_cache,
+    tao_no_decay,
+    tao_no_dp,
+    tao_no_readiness,
+    tao_plain_footprint,
+    tao_static_admit,
+)
 from .tao_spread import tao_spread
 from .tao_survival import tao_survival
 from .thunderagent import thunderagent, thunderagent_paper
@@ -52,6 +61,8 @@ POLICIES: dict[str, Callable[..., Policy]] = {
     "tao-no-readiness": _unseeded(tao_no_readiness),
     "tao-no-decay": _unseeded(tao_no_decay),
     "tao-no-cache": _unseeded(tao_no_cache),
+    "tao-plain-footprint": _unseeded(tao_plain_footprint),
+    "tao-static-admit": _unseeded(tao_static_admit),
     "tao-spread": tao_spread,
     "tao-survival": tao_survival,
     "round-robin": _unseeded(RoundRobinPolicy),
@@ -74,7 +85,14 @@ BASELINES = (
     "thunderagent-paper",
     "continuum",
 )
-ABLATIONS = ("tao-no-dp", "tao-no-readiness", "tao-no-decay", "tao-no-cache")
+ABLATIONS = (
+    "tao-no-dp",
+    "tao-no-readiness",
+    "tao-no-decay",
+    "tao-no-cache",
+    "tao-plain-footprint",
+    "tao-static-admit",
+)
 VARIANTS = ("tao-spread", "tao-survival")
 """Prototype variants of TAO, benchmarked beside it but never counted as TAO or as a baseline."""
 

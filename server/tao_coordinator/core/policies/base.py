@@ -20,6 +20,15 @@ Optional attributes, read through the helpers below so a policy that lacks them 
 - `plan_interval_s: float | None` — plan at least this often while sessions live, even when nobody waits (a
   periodic scheduler that may interrupt holders).
 - `wake_times(session) -> Iterable[float]` — times at which time alone changes the policy's view of `session`.
+- `admit(session, nodes, room, settings, now) -> NodeId | None` — asked when `route` said "wait": a node to admit
+  the session on at once, without a plan. `room` is each healthy node's plannable capacity minus what its holders
+  hold now, in capacity cells; the session then holds a place there with its whole footprint, as if a plan had
+  admitted it, so the planner's accounting (`FleetState.used_cells`) stays what it always is.
+- `node_target(previous, node, settings, now) -> float | None` — the utilisation target of `node` as just observed
+  (`previous`: the node as known before, or None); None means the settings' target. Runs on every `NodeUpdate`.
+- `cache_kept(node_id, asked_tokens, kept_tokens, now)` — at the end of a call by a session that held its place on
+  the node since its previous call there: how much of that call's context the node was asked to keep (whole blocks,
+  as vLLM can hit them) and how much the call found cached. Less kept than asked: vLLM evicted a cache TAO reserved.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from typing import Protocol
 from ..events import Event
 from ..model import Node, NodeId, Session
 from ..plan import Plan
+from ..settings import CoreSettings
 from ..snapshot import Snapshot
 
 FEEDS = frozenset({"node_load", "kv_events", "first_token"})
@@ -65,3 +75,38 @@ def policy_wake_times(policy: Policy, session: Session) -> Iterable[float]:
         return ()
     times: Iterable[float] = wake_times(session)
     return times
+
+
+def admits_on_room(policy: Policy) -> bool:
+    return getattr(policy, "admit", None) is not None
+
+
+def policy_admit(
+    policy: Policy,
+    session: Session,
+    nodes: Mapping[NodeId, Node],
+    room: Mapping[NodeId, int],
+    settings: CoreSettings,
+    now: float,
+) -> NodeId | None:
+    admit = getattr(policy, "admit", None)
+    if admit is None:
+        return None
+    node: NodeId | None = admit(session, nodes, room, settings, now)
+    return node
+
+
+def policy_node_target(
+    policy: Policy, previous: Node | None, node: Node, settings: CoreSettings, now: float
+) -> float | None:
+    node_target = getattr(policy, "node_target", None)
+    if node_target is None:
+        return None
+    target: float | None = node_target(previous, node, settings, now)
+    return target
+
+
+def policy_cache_kept(policy: Policy, node_id: NodeId, asked_tokens: int, kept_tokens: int, now: float) -> None:
+    cache_kept = getattr(policy, "cache_kept", None)
+    if cache_kept is not None:
+        cache_kept(node_id, asked_tokens, kept_tokens, now)

@@ -20,7 +20,7 @@ from ..plan import Placement, Plan
 from ..signals.base import SignalContext
 from ..signals.footprint import footprint_tokens
 from ..snapshot import Snapshot
-from ..solver.problem import Item, Problem, Solution
+from ..solver.problem import Item, Problem, Solution, relative_gap
 from ..state import capacity_cells
 from ..value import Value, ValueModel
 
@@ -81,8 +81,9 @@ def plan_from_solution(placement: PlacementProblem, solution: Solution) -> Plan:
         tuple(interrupts + [change for *_, change in ranked]),
         solution.method,
         solution.objective,
-        solution.dp_states,
         len(placement.sessions),
+        solution.certified,
+        None if solution.certified or solution.bound is None else relative_gap(solution.bound, solution.objective),
     )
 
 

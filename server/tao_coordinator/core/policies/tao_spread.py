@@ -15,8 +15,10 @@ more). This belongs in the solvers' tie-break; it lives here until the lead deci
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..plan import Plan
-from ..signals import CacheCredit, Footprint, Readiness, Stability
+from ..signals import CacheCredit, HeldFootprint, Readiness, Stability
 from ..snapshot import Snapshot
 from ..solver import solve
 from ..solver.problem import Problem, Solution
@@ -45,15 +47,15 @@ def spread(problem: Problem, solution: Solution) -> Solution:
             remaining[current] += item.weight
             remaining[target] -= item.weight
             assignment[i] = target
-    return Solution(tuple(assignment), solution.objective, solution.method, solution.dp_states)
+    return replace(solution, assignment=tuple(assignment))
 
 
 class TaoSpreadPolicy(TaoPolicy):
     def plan(self, snapshot: Snapshot) -> Plan:
         placement = build_problem(snapshot, self.values)
-        solution = spread(placement.problem, solve(placement.problem, snapshot.settings.dp_state_budget))
+        solution = spread(placement.problem, solve(placement.problem, snapshot.settings.exact_node_limit))
         return plan_from_solution(placement, solution)
 
 
 def tao_spread(*, seed: int = 0) -> TaoSpreadPolicy:
-    return TaoSpreadPolicy("tao-spread", [CacheCredit(), Readiness(), Footprint(), Stability()])
+    return TaoSpreadPolicy("tao-spread", [CacheCredit(), Readiness(), HeldFootprint(), Stability()])

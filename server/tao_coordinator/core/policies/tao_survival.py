@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 from ..events import Event, ToolEnd, ToolStart
 from ..model import NodeId, Phase, RunningTool, Session
-from ..signals import CacheCredit, Footprint, Stability
+from ..signals import CacheCredit, HeldFootprint, Stability
 from ..signals.base import NO_NODES, SignalContext
 from .tao import TaoPolicy
 
@@ -83,7 +83,7 @@ class SurvivalReadiness:
 class TaoSurvivalPolicy(TaoPolicy):
     def __init__(self, durations: ToolDurations) -> None:
         readiness = SurvivalReadiness(durations)
-        super().__init__("tao-survival", [CacheCredit(), readiness, Footprint(), Stability()])
+        super().__init__("tao-survival", [CacheCredit(), readiness, HeldFootprint(), Stability()])
         self.durations = durations
         self._tools: dict[tuple[str, str], tuple[str, float]] = {}
 

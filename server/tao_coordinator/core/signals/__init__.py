@@ -2,8 +2,17 @@
 
 from .base import Signal, SignalContext
 from .cache_credit import CacheCredit
-from .footprint import Footprint, footprint_tokens
+from .footprint import Footprint, HeldFootprint, footprint_tokens
 from .readiness import Readiness
 from .stability import Stability
 
-__all__ = ["CacheCredit", "Footprint", "Readiness", "Signal", "SignalContext", "Stability", "footprint_tokens"]
+__all__ = [
+    "CacheCredit",
+    "Footprint",
+    "HeldFootprint",
+    "Readiness",
+    "Signal",
+    "SignalContext",
+    "Stability",
+    "footprint_tokens",
+]

@@ -35,3 +35,26 @@ class Footprint:
 
     def on_nodes(self, session: Session, ctx: SignalContext) -> Mapping[NodeId, int]:
         return NO_NODES
+
+
+class HeldFootprint:
+    """The footprint, in credit units, on the node where the session holds its place now; 0 elsewhere.
+
+    Among plans equal in credit and readiness, the one that keeps the most resident tokens in place wins: what an
+    interruption would evict. A session without a place has nothing to keep, so admitting it early earns nothing
+    here (its readiness already says when it needs the GPU). Unlike the plain footprint, which is the same on every
+    node and makes the tie-break a multiple subset-sum, this one is a knapsack per node, which the exact search
+    bounds node by node.
+    """
+
+    name = "held_footprint"
+    node_dependent = True
+
+    def base(self, session: Session, ctx: SignalContext) -> int:
+        return 0
+
+    def on_nodes(self, session: Session, ctx: SignalContext) -> Mapping[NodeId, int]:
+        if session.node is None or session.node not in ctx.nodes:
+            return NO_NODES
+        units = footprint_tokens(session, ctx.settings) // ctx.settings.credit_unit_tokens
+        return {session.node: units} if units > 0 else NO_NODES

@@ -1,45 +1,32 @@
-"""Solvers for the placement problem: the certified all-fit path, the exact DP, the greedy fallback, and the MILP
-reference (imported lazily, only by tests and benchmarks: it needs SciPy).
+"""Solvers for the placement problem: the certified all-fit path, the exact branch and bound, the greedy heuristics,
+and the MILP reference (imported lazily, only by tests and benchmarks: it needs SciPy).
 
-`solve` is the pipeline TAO plans with: all-fit when it reaches the upper bound, else the DP when the instance is
-within budget, else the home-first decomposition. `solve_greedy` is plain best-fit decreasing.
+`solve` is the pipeline TAO plans with: all-fit when it reaches the upper bound; else branch and bound from the
+home-first plan, certified optimal when the search finishes within `node_limit` nodes, and otherwise the best plan
+found with a certified upper bound. `solve_greedy` is plain best-fit decreasing (the paper's fallback).
 """
 
 from __future__ import annotations
 
 from .all_fit import solve_all_fit
-from .dp import solve_dp
+from .branch_bound import solve_branch_and_bound
 from .greedy import best_fit_decreasing, home_first
-from .problem import Item, Problem, Solution
+from .problem import Item, Problem, Solution, relative_gap
 
 
-def solve(problem: Problem, budget: int) -> Solution:
-    placeable = [item for item in problem.items if problem.fits_somewhere(item)]
-    if not placeable:
+def solve(problem: Problem, node_limit: int) -> Solution:
+    if not any(problem.fits_somewhere(item) for item in problem.items):
         assignment: tuple[int | None, ...] = (None,) * len(problem.items)
-        return Solution(assignment, problem.objective(assignment), "all-fit")
+        objective = problem.objective(assignment)
+        return Solution(assignment, objective, "all-fit", True, objective, exact_components=problem.width)
     certified = solve_all_fit(problem)
     if certified is not None:
         return certified
-    exact = solve_dp(_only_placeable(problem), budget)
-    if exact is not None:
-        return _expand(problem, exact)
-    return home_first(problem)
+    return solve_branch_and_bound(problem, home_first(problem).assignment, node_limit)
 
 
 def solve_greedy(problem: Problem) -> Solution:
     return best_fit_decreasing(problem)
 
 
-def _only_placeable(problem: Problem) -> Problem:
-    return Problem(tuple(item for item in problem.items if problem.fits_somewhere(item)), problem.capacities)
-
-
-def _expand(problem: Problem, reduced: Solution) -> Solution:
-    """Map a solution of `_only_placeable(problem)` back onto every item of `problem`."""
-    picks = iter(reduced.assignment)
-    assignment = tuple(next(picks) if problem.fits_somewhere(item) else None for item in problem.items)
-    return Solution(assignment, reduced.objective, reduced.method, reduced.dp_states)
-
-
-__all__ = ["Item", "Problem", "Solution", "solve", "solve_greedy"]
+__all__ = ["Item", "Problem", "Solution", "relative_gap", "solve", "solve_greedy"]

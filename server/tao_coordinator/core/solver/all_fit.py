@@ -48,7 +48,8 @@ def _pack(problem: Problem, spread: bool) -> Solution | None:
         allowed = [b for b in all_nodes if b not in excluded] if excluded else all_nodes
         if not _place(problem.items[i].weight, allowed, remaining, spread, assignment, i):
             return None
-    return Solution(tuple(assignment), problem.objective(assignment), "all-fit")
+    objective = problem.objective(assignment)
+    return Solution(tuple(assignment), objective, "all-fit", True, objective, exact_components=problem.width)
 
 
 def _place(

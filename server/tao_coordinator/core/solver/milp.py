@@ -3,6 +3,10 @@
 Lexicographic objectives are solved one component at a time: maximise component 1; add "component 1 ≥ its optimum"
 as a constraint; maximise component 2; and so on. All data are integers, so the added constraints are exact.
 Used by tests and `tao bench planner` to check the DP and measure the fallback's gap; never on the planning path.
+
+Each stage is solved to `mip_rel_gap` (0 by default: proven optimal). HiGHS's own default, 1e-4, would accept an
+incumbent 10 units short of a 10^5 optimum, and an early stage's shortfall is then fixed as a constraint of every
+later stage, so the later components would be optimised over the wrong set: a reference must not accept a gap.
 """
 
 from __future__ import annotations
@@ -16,8 +20,11 @@ from scipy.sparse import lil_matrix
 from .problem import Problem, Solution
 
 
-def solve_milp(problem: Problem, time_limit_s: float | None = None) -> Solution | None:
-    """The lexicographic optimum, or None when HiGHS did not prove optimality within the time limit."""
+def solve_milp(problem: Problem, time_limit_s: float | None = None, mip_rel_gap: float = 0.0) -> Solution | None:
+    """The lexicographic optimum, or None when HiGHS did not reach `mip_rel_gap` within the time limit (which
+    applies to each component's solve)."""
+    if mip_rel_gap < 0:
+        raise ValueError("mip_rel_gap: must be at least 0")
     items, capacities = problem.items, problem.capacities
     pairs = [(i, b) for i, item in enumerate(items) for b, cap in enumerate(capacities) if item.weight <= cap]
     if not pairs:
@@ -31,7 +38,9 @@ def solve_milp(problem: Problem, time_limit_s: float | None = None) -> Solution 
     upper = np.array([1.0] * len(items) + [float(c) for c in capacities])
     constraints = [LinearConstraint(rows.tocsr(), -np.inf, upper)]
     values = np.array([items[i].value_on(b) for i, b in pairs], dtype=float).reshape(count, problem.width)
-    options: dict[str, Any] = {"time_limit": time_limit_s} if time_limit_s is not None else {}
+    options: dict[str, Any] = {"mip_rel_gap": mip_rel_gap}
+    if time_limit_s is not None:
+        options["time_limit"] = time_limit_s
 
     x = None
     for component in range(problem.width):

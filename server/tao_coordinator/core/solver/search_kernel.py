@@ -1,0 +1,445 @@
+"""The compiled inner loops of the branch-and-bound search (`branch_bound.py` states the method and its proof).
+
+Everything here works on dense integer arrays in search order (item k, node b, component j):
+`weight[k]`, `value[k, b, j]`, `best[k, j]` (the largest over nodes), `special[k, b]` (the value on b is not the
+item's base value). Compiled once by Numba (cached on disk), so a search node costs well under a microsecond.
+
+Bound tables (`build_tables`): for a component whose base value is 0 for every item, per node, one dense table
+per suffix of the items valued there: `table[v]` is the least weight reaching a value of at least v (non-decreasing
+in v, `UNREACHABLE` past the total). `suffix_of[j, b, k]` is the suffix that starts at the first such item at or
+after position k.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+UNREACHABLE = 1 << 60
+
+
+@njit(cache=True)
+def ratio_order(weight, column):
+    """Positions with a positive value in `column`, by value/weight, largest first (exact: cross-multiplied), so a
+    fractional knapsack walked in this order is the LP optimum."""
+    positions = np.flatnonzero(column > 0)
+    count = positions.size
+    for a in range(1, count):
+        p = positions[a]
+        c = a
+        while c > 0:
+            q = positions[c - 1]
+            # column[p]/weight[p] > column[q]/weight[q]; a weightless item has an infinite ratio
+            if weight[q] > 0 and (weight[p] == 0 or column[p] * weight[q] > column[q] * weight[p]):
+                positions[c] = q
+                c -= 1
+            else:
+                break
+        positions[c] = p
+    return positions
+
+
+@njit(cache=True)
+def build_tables(weight, value, best, special, zero_based, max_cells):
+    """Tables for every component whose base values are all 0 (`zero_based`) and whose tables stay within
+    `max_cells` entries. Returns (offset, length, data, suffix_of, member_best, tabled); `member_best[b, s, j]`
+    sums `best[:, j]` over the suffix s of the items valued on b in component 0 (when it is tabled)."""
+    n, m, width = value.shape
+    offset = np.zeros((width, m, n + 1), dtype=np.int64)
+    length = np.ones((width, m), dtype=np.int64)
+    suffix_of = np.zeros((width, m, n + 1), dtype=np.int64)
+    members = np.zeros((width, m), dtype=np.int64)
+    member_best = np.zeros((m, n + 1, width), dtype=np.int64)
+    tabled = zero_based.copy()
+    size = 0
+    for j in range(width):
+        if not tabled[j]:
+            continue
+        cells = 0
+        for b in range(m):
+            total, count = 0, 0
+            for k in range(n):
+                if special[k, b] and value[k, b, j] > 0:
+                    total += value[k, b, j]
+                    count += 1
+            length[j, b] = total + 1
+            members[j, b] = count
+            cells += (count + 1) * (total + 1)
+        if cells > max_cells:
+            tabled[j] = False
+        else:
+            size += cells
+    data = np.full(size, UNREACHABLE, dtype=np.int64)
+    cursor = 0
+    for j in range(width):
+        if not tabled[j]:
+            continue
+        for b in range(m):
+            count, span = members[j, b], length[j, b]
+            positions = np.empty(count, dtype=np.int64)
+            c = 0
+            for k in range(n):
+                if special[k, b] and value[k, b, j] > 0:
+                    positions[c] = k
+                    c += 1
+            # suffix s covers positions[s:]; the last table (s = count) reaches value 0 only
+            for s in range(count + 1):
+                offset[j, b, s] = cursor + s * span
+            data[offset[j, b, count]] = 0
+            for s in range(count - 1, -1, -1):
+                here, after = offset[j, b, s], offset[j, b, s + 1]
+                w, v = weight[positions[s]], value[positions[s], b, j]
+                for t in range(span):
+                    reach = data[after + t - v] + w if t >= v else w  # alone, the item reaches up to its value
+                    data[here + t] = min(data[after + t], reach)
+                if j == 0:
+                    for i in range(width):
+                        member_best[b, s, i] = member_best[b, s + 1, i] + best[positions[s], i]
+            cursor += (count + 1) * span
+            c = 0
+            for k in range(n + 1):
+                while c < count and positions[c] < k:
+                    c += 1
+                suffix_of[j, b, k] = c
+    return offset, length, data, suffix_of, member_best, tabled
+
+
+@njit(cache=True)
+def build_joint_tables(weight, value, special, tabled, offset, length, max_span, max_cells):
+    """For each component j ≥ 1 that is not tabled itself, per node b, when component 0 is tabled: a table per
+    suffix of the items valued on b in component 0, `joint[c, r]` = the least weight reaching ≥ c in component 0
+    and ≥ r in component j with those items on b. Declined (span 0) when component j's sums over them exceed
+    `max_span` or the tables `max_cells`. Returns (joint_offset[j, b, s], joint_span[j, b], joint_data)."""
+    n, m, width = value.shape
+    joint_offset = np.zeros((width, m, n + 1), dtype=np.int64)
+    joint_span = np.zeros((width, m), dtype=np.int64)
+    if width == 0 or not tabled[0]:
+        return joint_offset, joint_span, np.zeros(0, dtype=np.int64)
+    size = 0
+    for j in range(1, width):
+        if tabled[j]:
+            continue
+        cells = 0
+        spans = np.zeros(m, dtype=np.int64)
+        for b in range(m):
+            total, count = 0, 0
+            for k in range(n):
+                if special[k, b] and value[k, b, 0] > 0:
+                    total += value[k, b, j]
+                    count += 1
+            spans[b] = total + 1
+            cells += (count + 1) * length[0, b] * (total + 1)
+            if total + 1 > max_span:
+                cells = max_cells + 1
+        if cells <= max_cells:
+            joint_span[j] = spans
+            size += cells
+    data = np.full(size, UNREACHABLE, dtype=np.int64)
+    cursor = 0
+    for j in range(1, width):
+        if joint_span[j, 0] == 0:
+            continue
+        for b in range(m):
+            count = 0
+            for k in range(n):
+                if special[k, b] and value[k, b, 0] > 0:
+                    count += 1
+            positions = np.empty(count, dtype=np.int64)
+            c = 0
+            for k in range(n):
+                if special[k, b] and value[k, b, 0] > 0:
+                    positions[c] = k
+                    c += 1
+            spans_c, spans_r = length[0, b], joint_span[j, b]
+            block = spans_c * spans_r
+            for t in range(count + 1):
+                joint_offset[j, b, t] = cursor + t * block
+            data[joint_offset[j, b, count]] = 0
+            for t in range(count - 1, -1, -1):
+                here, after = joint_offset[j, b, t], joint_offset[j, b, t + 1]
+                w, v, u = weight[positions[t]], value[positions[t], b, 0], value[positions[t], b, j]
+                for cc in range(spans_c):
+                    for rr in range(spans_r):
+                        reach = data[after + max(cc - v, 0) * spans_r + max(rr - u, 0)] + w
+                        data[here + cc * spans_r + rr] = min(data[after + cc * spans_r + rr], reach)
+            cursor += (count + 1) * block
+    return joint_offset, joint_span, data
+
+
+@njit(cache=True)
+def _table_value(data, start, span, room):
+    """The largest v with table[v] ≤ room (table[0] = 0 ≤ room)."""
+    lo, hi = 0, span - 1
+    while lo < hi:
+        mid = (lo + hi + 1) >> 1
+        if data[start + mid] <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+@njit(cache=True)
+def _fractional(order, count, weight, column, k, room, heaviest):
+    """Fractional knapsack of `column` over positions ≥ k into `room`, rounded down, leaving out items heavier
+    than `heaviest` (they fit in none of the rooms pooled into `room`)."""
+    bound = 0
+    for t in range(count):
+        p = order[t]
+        if p < k:
+            continue
+        w = weight[p]
+        if w > heaviest:
+            continue
+        if w <= room:
+            room -= w
+            bound += column[p]
+        else:
+            return bound + room * column[p] // w
+    return bound
+
+
+@njit(cache=True)
+def _component_bound(j, k, remaining, lightest, weight, best, orders, counts, tabled, offset, length, data, suffix_of):
+    m = remaining.size
+    if tabled[j]:
+        total = 0
+        for b in range(m):
+            s = suffix_of[j, b, k]
+            total += _table_value(data, offset[j, b, s], length[j, b], remaining[b])
+        return total
+    room, heaviest, node_wise = 0, 0, 0
+    for b in range(m):
+        if remaining[b] >= lightest:
+            room += remaining[b]
+            heaviest = max(heaviest, remaining[b])
+            node_wise += _fractional(orders[j], counts[j], weight, best[:, j], k, remaining[b], remaining[b])
+    pooled = _fractional(orders[j], counts[j], weight, best[:, j], k, room, heaviest)
+    return min(pooled, node_wise)
+
+
+@njit(cache=True)
+def _cannot_improve(
+    k,
+    current,
+    incumbent,
+    remaining,
+    lightest,
+    weight,
+    best,
+    orders,
+    counts,
+    tabled,
+    offset,
+    length,
+    data,
+    suffix_of,
+    committed,
+    reached,
+    member_best,
+    joint_offset,
+    joint_span,
+    joint_data,
+    width,
+):
+    """Whether no completion beats the incumbent lexicographically in the first `width` components (module
+    docstring of branch_bound.py)."""
+    m = remaining.size
+    tied_first = False
+    for j in range(width):
+        bound = _component_bound(
+            j, k, remaining, lightest, weight, best, orders, counts, tabled, offset, length, data, suffix_of
+        )
+        if j > 0 and tied_first:
+            # every better completion reaches each node's own first-component bound: what that commits
+            home_total, per_node, leftover, heaviest = 0, 0, 0, 0
+            for b in range(m):
+                s = suffix_of[0, b, k]
+                home = member_best[b, s, j]
+                span = joint_span[j, b]
+                if span > 0:
+                    start = joint_offset[j, b, s] + reached[b] * span
+                    home = 0
+                    for r in range(span):
+                        if joint_data[start + r] <= remaining[b]:
+                            home = r
+                room = remaining[b] - committed[b]
+                home_total += home
+                leftover += room
+                heaviest = max(heaviest, room)
+                per_node += home + _fractional(orders[j], counts[j], weight, best[:, j], k, room, room)
+            pooled = home_total + _fractional(orders[j], counts[j], weight, best[:, j], k, leftover, heaviest)
+            bound = min(bound, per_node, pooled)
+        reach = current[j] + bound
+        if reach != incumbent[j]:
+            return reach < incumbent[j]
+        if j == 0 and tabled[0]:
+            tied_first = True
+            for b in range(m):
+                s = suffix_of[0, b, k]
+                start = offset[0, b, s]
+                reached[b] = _table_value(data, start, length[0, b], remaining[b])
+                committed[b] = data[start + reached[b]]
+    return True
+
+
+@njit(cache=True)
+def root_bound(remaining, lightest, weight, best, orders, counts, tabled, offset, length, data, suffix_of):
+    width = best.shape[1]
+    bound = np.zeros(width, dtype=np.int64)
+    for j in range(width):
+        bound[j] = _component_bound(
+            j, 0, remaining, lightest, weight, best, orders, counts, tabled, offset, length, data, suffix_of
+        )
+    return bound
+
+
+@njit(cache=True)
+def search(
+    weight,
+    value,
+    best,
+    special,
+    capacities,
+    twin,
+    last_special,
+    lightest_after,
+    orders,
+    counts,
+    tabled,
+    offset,
+    length,
+    data,
+    suffix_of,
+    member_best,
+    joint_offset,
+    joint_span,
+    joint_data,
+    incumbent_path,
+    node_limit,
+    used,
+):
+    """Depth-first search from the incumbent, comparing the first `used` components; returns (best path, best
+    value, nodes visited, finished)."""
+    n, m, width = value.shape
+    remaining = capacities.copy()
+    path = np.full(n, -1, dtype=np.int64)
+    best_path = incumbent_path.copy()
+    incumbent = np.zeros(width, dtype=np.int64)
+    for k in range(n):
+        if best_path[k] >= 0:
+            incumbent += value[k, best_path[k]]
+    current = np.zeros((n + 1, width), dtype=np.int64)
+    choices = np.full((n + 1, m + 1), -1, dtype=np.int64)
+    choice_count = np.zeros(n + 1, dtype=np.int64)
+    next_choice = np.zeros(n + 1, dtype=np.int64)
+    left_out = np.zeros(n + 1, dtype=np.bool_)
+    committed = np.zeros(m, dtype=np.int64)
+    reached = np.zeros(m, dtype=np.int64)
+    keys = np.zeros((m, width + 2), dtype=np.int64)
+    seen_rooms = np.zeros(m, dtype=np.int64)
+    nodes = 0
+    depth = 0
+    entering = True
+    while depth >= 0:
+        k = depth
+        if entering:
+            entering = False
+            nodes += 1
+            if nodes > node_limit:
+                return best_path, incumbent, nodes, False
+            better = False
+            for j in range(used):
+                if current[k, j] != incumbent[j]:
+                    better = current[k, j] > incumbent[j]
+                    break
+            if better:
+                incumbent[:] = current[k]
+                best_path[:k] = path[:k]
+                best_path[k:] = -1
+            choice_count[k] = 0
+            next_choice[k] = 0
+            if k < n and not _cannot_improve(
+                k,
+                current[k],
+                incumbent,
+                remaining,
+                lightest_after[k],
+                weight,
+                best,
+                orders,
+                counts,
+                tabled,
+                offset,
+                length,
+                data,
+                suffix_of,
+                committed,
+                reached,
+                member_best,
+                joint_offset,
+                joint_span,
+                joint_data,
+                used,
+            ):
+                count = 0
+                if not (left_out[k] and twin[k]):
+                    w = weight[k]
+                    distinct = 0
+                    for b in range(m):
+                        room = remaining[b]
+                        if room < w:
+                            continue
+                        if not special[k, b] and last_special[b] < k:
+                            duplicate = False
+                            for t in range(distinct):
+                                if seen_rooms[t] == room:
+                                    duplicate = True
+                            if duplicate:
+                                continue  # an interchangeable node was tried already
+                            seen_rooms[distinct] = room
+                            distinct += 1
+                        # key: value on b (larger first), then tighter fit, then lower node
+                        for j in range(width):
+                            keys[count, j] = value[k, b, j]
+                        keys[count, width] = w - room
+                        keys[count, width + 1] = -b
+                        c = count
+                        while c > 0:
+                            larger = False
+                            for t in range(width + 2):
+                                if keys[c, t] != keys[c - 1, t]:
+                                    larger = keys[c, t] > keys[c - 1, t]
+                                    break
+                            if not larger:
+                                break
+                            for t in range(width + 2):
+                                keys[c, t], keys[c - 1, t] = keys[c - 1, t], keys[c, t]
+                            c -= 1
+                        count += 1
+                    for c in range(count):
+                        choices[k, c] = -keys[c, width + 1]
+                choices[k, count] = -1
+                choice_count[k] = count + 1
+        # undo this depth's previous choice
+        if next_choice[k] > 0:
+            previous = choices[k, next_choice[k] - 1]
+            if previous >= 0:
+                remaining[previous] += weight[k]
+                path[k] = -1
+        if next_choice[k] >= choice_count[k]:
+            depth -= 1
+            continue
+        node = choices[k, next_choice[k]]
+        next_choice[k] += 1
+        if node >= 0:
+            remaining[node] -= weight[k]
+            path[k] = node
+            current[k + 1] = current[k] + value[k, node]
+            left_out[k + 1] = False
+        else:
+            current[k + 1] = current[k]
+            left_out[k + 1] = True
+        depth = k + 1
+        entering = True
+    return best_path, incumbent, nodes, True
