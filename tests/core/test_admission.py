@@ -150,6 +150,18 @@ def test_a_queue_inside_vllm_holds_the_target_and_the_static_rule_never_moves_it
     assert capacity_cells(c.state.nodes["a"], c.settings) == int(BIG * 0.9) // 16
 
 
+def test_the_target_holds_while_more_waits_than_the_headroom_of_the_fleet_could_take():
+    c = one_session()
+    # a session larger than the last tenth of the node: raising the target would change who waits, not whether
+    c.on_event(Register("q", expected_input_tokens=2 * BIG), 1.0)
+    assert c.on_event(Acquire("q"), 1.0) == []
+    now, prompt = kept_turns(c, 100, 1.0, PROMPT)
+    assert target(c) == 0.9
+    c.on_event(Close("q"), now)
+    kept_turns(c, 100, now, prompt)
+    assert target(c) == 0.92
+
+
 class KeptRecorder(TaoPolicy):
     """TAO that remembers every reserved-cache outcome the coordinator reports."""
 

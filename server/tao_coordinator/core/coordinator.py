@@ -62,6 +62,7 @@ from .policies.base import (
 from .settings import CoreSettings
 from .signals.cache_credit import with_evidence
 from .signals.duration import DurationEstimator, DurationHistory
+from .signals.footprint import footprint_tokens
 from .state import FleetState, capacity_cells
 
 
@@ -266,12 +267,17 @@ class Coordinator:
             kv_usage=event.kv_usage,
             preemptions=event.preemptions,
         )
-        node = replace(node, utilization_target=policy_node_target(self.policy, previous, node, self.settings, now))
+        target = policy_node_target(self.policy, previous, node, self.settings, now, self._pool_tokens())
+        node = replace(node, utilization_target=target)
         capacity = (node.capacity_tokens, node.healthy, node.utilization_target)
         if previous is None or (previous.capacity_tokens, previous.healthy, previous.utilization_target) != capacity:
             self._nodes_changed = True
         self.state.put_node(node)
         return previous is None or _without_load(previous) != _without_load(node)
+
+    def _pool_tokens(self) -> int:
+        """The footprint of every session in the waiting pool: what the planner would place if it could."""
+        return sum(footprint_tokens(self.state.sessions[session_id], self.settings) for session_id in self.state.pool)
 
     def _tick(self, now: float) -> list[Action]:
         if self._next_periodic is not None and now >= self._next_periodic:

@@ -77,19 +77,28 @@ class AdaptiveTarget:
     _level: dict[NodeId, float] = field(default_factory=dict)
     _kept: dict[NodeId, int] = field(default_factory=dict)
     _evicted: dict[NodeId, int] = field(default_factory=dict)
+    _capacity: dict[NodeId, int] = field(default_factory=dict)
 
     def cache_kept(self, node_id: NodeId, asked_tokens: int, kept_tokens: int, now: float) -> None:
         tally = self._evicted if kept_tokens < asked_tokens else self._kept
         tally[node_id] = tally.get(node_id, 0) + 1
 
-    def target(self, previous: Node | None, node: Node, settings: CoreSettings, now: float) -> float:
+    def forget(self, node_id: NodeId) -> None:
+        for table in (self._level, self._kept, self._evicted, self._capacity):
+            table.pop(node_id, None)
+
+    def target(self, previous: Node | None, node: Node, settings: CoreSettings, now: float, pool_tokens: int) -> float:
         floor = min(self.ceiling, settings.utilization_target)
+        self._capacity[node.id] = node.capacity_tokens if node.healthy else 0
+        headroom = (self.ceiling - floor) * sum(self._capacity.values())
         level = self._level.get(node.id, floor)
         kept, evicted = self._kept.pop(node.id, 0), self._evicted.pop(node.id, 0)
-        preempted = 0 if previous is None else max(0, node.preemptions - previous.preemptions)
-        level -= self.step_down * (evicted + preempted)
-        if node.waiting == 0:
-            level += self.step_down * self.tolerance / (1 - self.tolerance) * kept
+        if previous is not None and node.healthy:
+            preempted = max(0, node.preemptions - previous.preemptions)  # a counter that went back: a restart
+            if evicted or preempted:
+                level -= self.step_down * (evicted + preempted)
+            elif node.waiting == 0 and pool_tokens <= headroom:
+                level += self.step_down * self.tolerance / (1 - self.tolerance) * kept
         level = min(self.ceiling, max(floor, level))
         self._level[node.id] = level
         return round(math.floor(level / self.quantum + 1e-9) * self.quantum, 9)

@@ -24,8 +24,9 @@ Optional attributes, read through the helpers below so a policy that lacks them 
   the session on at once, without a plan. `room` is each healthy node's plannable capacity minus what its holders
   hold now, in capacity cells; the session then holds a place there with its whole footprint, as if a plan had
   admitted it, so the planner's accounting (`FleetState.used_cells`) stays what it always is.
-- `node_target(previous, node, settings, now) -> float | None` — the utilisation target of `node` as just observed
-  (`previous`: the node as known before, or None); None means the settings' target. Runs on every `NodeUpdate`.
+- `node_target(previous, node, settings, now, pool_tokens) -> float | None` — the utilisation target of `node` as
+  just observed (`previous`: the node as known before, or None); None means the settings' target. Runs on every
+  `NodeUpdate`; `pool_tokens` is the footprint of every session in the waiting pool (without a place).
 - `cache_kept(node_id, asked_tokens, kept_tokens, now)` — at the end of a call by a session that held its place on
   the node since its previous call there: how much of that call's context the node was asked to keep (whole blocks,
   as vLLM can hit them) and how much the call found cached. Less kept than asked: vLLM evicted a cache TAO reserved.
@@ -97,12 +98,12 @@ def policy_admit(
 
 
 def policy_node_target(
-    policy: Policy, previous: Node | None, node: Node, settings: CoreSettings, now: float
+    policy: Policy, previous: Node | None, node: Node, settings: CoreSettings, now: float, pool_tokens: int
 ) -> float | None:
     node_target = getattr(policy, "node_target", None)
     if node_target is None:
         return None
-    target: float | None = node_target(previous, node, settings, now)
+    target: float | None = node_target(previous, node, settings, now, pool_tokens)
     return target
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-from ..events import Event
+from ..events import Event, NodeRemoved
 from ..model import Node, NodeId, Session
 from ..plan import Plan
 from ..settings import CoreSettings
@@ -73,17 +73,20 @@ class TaoPolicy:
             return None
         return self._fast.admit(session, nodes, room, settings, now)
 
-    def node_target(self, previous: Node | None, node: Node, settings: CoreSettings, now: float) -> float | None:
+    def node_target(
+        self, previous: Node | None, node: Node, settings: CoreSettings, now: float, pool_tokens: int
+    ) -> float | None:
         if self.admission == "static":
             return None
-        return self._target.target(previous, node, settings, now)
+        return self._target.target(previous, node, settings, now, pool_tokens)
 
     def cache_kept(self, node_id: NodeId, asked_tokens: int, kept_tokens: int, now: float) -> None:
         if self.admission == "adaptive":
             self._target.cache_kept(node_id, asked_tokens, kept_tokens, now)
 
     def observe(self, event: Event, now: float) -> None:
-        return None
+        if isinstance(event, NodeRemoved):
+            self._target.forget(event.node_id)
 
 
 def tao() -> TaoPolicy:

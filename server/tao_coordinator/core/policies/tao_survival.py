@@ -88,6 +88,7 @@ class TaoSurvivalPolicy(TaoPolicy):
         self._tools: dict[tuple[str, str], tuple[str, float]] = {}
 
     def observe(self, event: Event, now: float) -> None:
+        super().observe(event, now)
         if isinstance(event, ToolStart):
             self._tools[(event.session_id, event.call_id)] = (event.tool, now)
         elif isinstance(event, ToolEnd):
