@@ -39,11 +39,12 @@ def _contended(**planning):
 
 
 def test_measured_timing_delays_each_plan_by_the_wall_clock_time_its_solve_took():
-    # one session, one request: TAO admits it only by a plan, so its TTFT is the prefill (the whole TTFT with plans
-    # free) plus what every plan before the admission was charged — here each solve's own time + 0.25 s
-    free = FleetSimulation(_one_request(), "tao", 1, TP1, 1, plan_timing="fixed")
+    # one session, one request: with the static admission TAO admits it only by a plan, so its TTFT is the prefill
+    # (the whole TTFT with plans free) plus what every plan before the admission was charged — here each solve's
+    # own time + 0.25 s
+    free = FleetSimulation(_one_request(), "tao-static-admit", 1, TP1, 1, plan_timing="fixed")
     free.run()
-    measured = FleetSimulation(_one_request(), "tao", 1, TP1, 1, plan_timing="measured", plan_delay_s=0.25)
+    measured = FleetSimulation(_one_request(), "tao-static-admit", 1, TP1, 1, plan_timing="measured", plan_delay_s=0.25)
     measured.run()
     solves_s = [ms / 1e3 for ms in measured.recorder.plan_ms]
     charged = measured.recorder.ttfts[0] - free.recorder.ttfts[0]
@@ -56,9 +57,8 @@ def test_a_long_plan_delay_on_a_contended_fleet_leaves_plans_stale():
     _, free = _contended(plan_timing="fixed", plan_delay_s=0.0)
     _, charged = _contended(plan_timing="fixed", plan_delay_s=2.0)
     # with plans free, a plan is stale on arrival only when an event of the same instant came first (a registration
-    # followed by its session's acquire, an acquire admitted at once): rare, and never a cut from capacity
-    assert free.plans_cut == 0
-    assert free.plans_dropped <= 0.01 * free.plans
+    # followed by its session's acquire, an acquire admitted at once that takes room the plan counted on): rare
+    assert free.plans_cut + free.plans_dropped <= 0.01 * free.plans
     # two seconds is longer than most SWE-agent tools: sessions move on while a plan is in flight
     assert charged.plans_cut + charged.plans_dropped >= 10
     assert charged.requests == free.requests
