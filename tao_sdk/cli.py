@@ -30,6 +30,10 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
         "tao_coordinator.bench.coordinator",
         "acquire round trip and event ingestion of a live coordinator on loopback",
     ),
+    ("bench", "memory"): (
+        "tao_coordinator.bench.memory",
+        "a live coordinator's memory and database stay bounded when clients name 100,000 distinct tools",
+    ),
     ("bench", "sdk"): (
         "tao_coordinator.bench.sdk",
         "the SDK's added latency per model call against calling the node directly",

@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .hints import PROGRAM_MAX_CHARS, PROGRAM_PATTERN
 from .ids import SESSION_ID_PATTERN
 
 API_PREFIX = "/v1"
@@ -87,6 +88,8 @@ class ToolStartRequest(_Body):
     call_id: str = Field(min_length=1, max_length=200)
     tool: str = Field(min_length=1, max_length=200)
     hints: ToolHints = Field(default_factory=ToolHints)
+    program: str | None = Field(default=None, max_length=PROGRAM_MAX_CHARS, pattern=PROGRAM_PATTERN)
+    """For a shell tool: the program the command runs (`tao_sdk.hints.program_of`, e.g. `cargo`), never the command."""
 
 
 class ToolEndRequest(_Body):

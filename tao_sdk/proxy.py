@@ -177,7 +177,8 @@ class RoutingProxy:
             return {"ok": True, "status": 204}
         router = await self.router(event.session_id, context)
         if event.kind == "tool_start" and event.tool_start:
-            await router.tool_start(event.tool_start.call_id, event.tool_start.tool, event.tool_start.hints)
+            start = event.tool_start
+            await router.tool_start(start.call_id, start.tool, start.hints, start.program)
         elif event.kind == "tool_end" and event.tool_end:
             end = event.tool_end
             await router.tool_end(end.call_id, end.duration_s, end.status)

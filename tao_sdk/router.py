@@ -305,8 +305,8 @@ class SyncRouter(_Calls):
         if not grant.detached:
             self._report("POST", self.session_path("llm_end"), self.llm_end_body(grant, usage, duration_s))
 
-    def tool_start(self, call_id: str, tool: str, hints: protocol.ToolHints) -> None:
-        body = protocol.ToolStartRequest(call_id=call_id, tool=tool, hints=hints)
+    def tool_start(self, call_id: str, tool: str, hints: protocol.ToolHints, program: str | None = None) -> None:
+        body = protocol.ToolStartRequest(call_id=call_id, tool=tool, hints=hints, program=program)
         self._report("POST", self.session_path("tool_start"), body.model_dump(mode="json", exclude_none=True))
 
     def tool_end(self, call_id: str, duration_s: float | None, status: str) -> None:
@@ -424,8 +424,8 @@ class AsyncRouter(_Calls):
         if not grant.detached:
             await self._report("POST", self.session_path("llm_end"), self.llm_end_body(grant, usage, duration_s))
 
-    async def tool_start(self, call_id: str, tool: str, hints: protocol.ToolHints) -> None:
-        body = protocol.ToolStartRequest(call_id=call_id, tool=tool, hints=hints)
+    async def tool_start(self, call_id: str, tool: str, hints: protocol.ToolHints, program: str | None = None) -> None:
+        body = protocol.ToolStartRequest(call_id=call_id, tool=tool, hints=hints, program=program)
         await self._report("POST", self.session_path("tool_start"), body.model_dump(mode="json", exclude_none=True))
 
     async def tool_end(self, call_id: str, duration_s: float | None, status: str) -> None:

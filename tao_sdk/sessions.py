@@ -29,7 +29,7 @@ import httpx2
 
 from . import protocol
 from .errors import ConfigurationError
-from .hints import command_hints
+from .hints import command_hints, program_of
 from .router import AsyncRouter, SessionConfig, SessionState, SyncRouter, new_state
 from .transport import AsyncTaoTransport, TaoTransport
 
@@ -211,7 +211,10 @@ class Session:
         background: bool | None = None,
         deadline: float | None = None,
     ) -> ToolCall:
-        """Report a tool call: `with s.tool(…):`, `async with s.tool(…):`, or `@s.tool(…)` on a function."""
+        """Report a tool call: `with s.tool(…):`, `async with s.tool(…):`, or `@s.tool(…)` on a function.
+
+        A shell `command` is read for hints (`tao_sdk.hints`) and for the program it runs; only those are sent,
+        never the command."""
         parsed = command_hints(command) if command else None
         caps = [t for t in (timeout, parsed.timeout_s if parsed else None) if t is not None]
         hints = protocol.ToolHints(
@@ -220,7 +223,7 @@ class Session:
             background=background if background is not None else bool(parsed and parsed.background),
             deadline=deadline,
         )
-        return ToolCall(self, name, hints)
+        return ToolCall(self, name, hints, program_of(command) if command else None)
 
     def tool_start(self, name: str, **hints: Any) -> str:
         """Explicit form: returns the call id to give `tool_end`."""
@@ -247,14 +250,14 @@ def _status(error: BaseException | None) -> str:
 
 
 class ToolCall:
-    def __init__(self, session: Session, name: str, hints: protocol.ToolHints) -> None:
-        self.session, self.name, self.hints = session, name, hints
+    def __init__(self, session: Session, name: str, hints: protocol.ToolHints, program: str | None = None) -> None:
+        self.session, self.name, self.hints, self.program = session, name, hints, program
         self.call_id = f"call-{uuid.uuid4().hex[:16]}"
         self.started = 0.0
 
     def start(self) -> None:
         self.started = time.monotonic()
-        self.session.sync_router().tool_start(self.call_id, self.name, self.hints)
+        self.session.sync_router().tool_start(self.call_id, self.name, self.hints, self.program)
 
     def end(self, status: str) -> None:
         self.session.sync_router().tool_end(self.call_id, time.monotonic() - self.started, status)
@@ -268,7 +271,7 @@ class ToolCall:
 
     async def __aenter__(self) -> ToolCall:
         self.started = time.monotonic()
-        await self.session.async_router().tool_start(self.call_id, self.name, self.hints)
+        await self.session.async_router().tool_start(self.call_id, self.name, self.hints, self.program)
         return self
 
     async def __aexit__(
@@ -278,20 +281,20 @@ class ToolCall:
 
     def __call__(self, function: F) -> F:
         """As a decorator: every call of `function` is reported as one tool call (a fresh call id each time)."""
-        session, name, hints = self.session, self.name, self.hints
+        session, name, hints, program = self.session, self.name, self.hints, self.program
 
         if inspect.iscoroutinefunction(function):
 
             @functools.wraps(function)
             async def run_async(*args: Any, **kwargs: Any) -> Any:
-                async with ToolCall(session, name, hints):
+                async with ToolCall(session, name, hints, program):
                     return await function(*args, **kwargs)
 
             return run_async  # type: ignore[return-value]
 
         @functools.wraps(function)
         def run(*args: Any, **kwargs: Any) -> Any:
-            with ToolCall(session, name, hints):
+            with ToolCall(session, name, hints, program):
                 return function(*args, **kwargs)
 
         return run  # type: ignore[return-value]

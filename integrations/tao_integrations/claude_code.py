@@ -5,7 +5,7 @@ Claude Code runs this command for each hook event that `tao install claude-code`
 | hook | event |
 |---|---|
 | SessionStart / SessionEnd | register / close |
-| PreToolUse | tool_start (call id = `tool_use_id`) with hints, see `tool_hints` |
+| PreToolUse | tool_start (call id = `tool_use_id`) with hints, see `tool_hints`; for Bash the program it runs |
 | PostToolUse | tool_end with `duration_ms`; `timeout` if the command went to the background at its timeout |
 | PostToolUseFailure | tool_end with `duration_ms`; `timeout` if the command was killed at its timeout, else `error` |
 | Stop, background tasks still running | tool_start of one `background-tasks` wait: the turn is over, they are not |
@@ -32,7 +32,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from tao_sdk.hints import command_hints
+from tao_sdk.hints import command_hints, program_of
 from tao_sdk.ids import SESSION_ID_PATTERN
 
 from .relay import post_events, proxy_url
@@ -104,8 +104,12 @@ def _tool_start(session_id: str, payload: Mapping[str, Any], env: Mapping[str, s
     if not isinstance(call_id, str) or not call_id or not isinstance(tool, str) or not tool:
         return []
     tool_input = payload.get("tool_input")
-    hints = tool_hints(tool, tool_input if isinstance(tool_input, dict) else {}, env)
-    start = {"call_id": call_id[:200], "tool": tool[:200], "hints": hints}
+    tool_input = tool_input if isinstance(tool_input, dict) else {}
+    start = {"call_id": call_id[:200], "tool": tool[:200], "hints": tool_hints(tool, tool_input, env)}
+    command = tool_input.get("command")
+    program = program_of(command) if tool == "Bash" and isinstance(command, str) else None
+    if program is not None:
+        start["program"] = program  # the program's name only: the command never leaves this process
     return [{"kind": "tool_start", "session_id": session_id, "tool_start": start}]
 
 

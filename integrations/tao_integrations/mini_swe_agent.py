@@ -20,7 +20,8 @@ used, a fallback node, or else the `api_base` of the config (fail open). Use an 
 `TaoEnvironment` wraps any environment (`wrapped_class`: `local`, `docker`, … or a dotted path; the other keys are
 that environment's config) and reports each `execute` as a tool call named `bash` with hints: the timeout (the
 `timeout=` argument, else the environment's `timeout` setting, in seconds) and what the command says (`sleep`,
-`timeout`, `&`). Status: `ok` (exit 0, or the submission, whose `Submitted` is re-raised), `timeout`, or `error`.
+`timeout`, `&`), and with the program it runs (`cd /testbed && pytest -q` → `pytest`; the command itself is never
+sent). Status: `ok` (exit 0, or the submission, whose `Submitted` is re-raised), `timeout`, or `error`.
 
 mini-swe-agent has no session id, so `TaoModel` opens one TAO session per model object (closed when the object is
 collected or the process exits) and makes it the thread's current session while it lives; an environment without

@@ -108,8 +108,8 @@ def test_a_tool_about_to_return_keeps_its_place_over_a_stale_one():
         finish_call(c, s, 1.0)
     c.on_event(ToolStart("s0", "t", "bash", ToolHints(sleep_s=200)), 1.0)
     c.on_event(ToolStart("s1", "t", "bash", ToolHints(sleep_s=70)), 1.0)
-    # at 70 s both credits are gone; s1's tool ends within H = 1 s, s0's does not: s0 yields to the newcomer
-    actions = c.on_event(Tick(), 70.5)
+    # at 71 s both credits are gone and s1's sleep is over, so it may return any moment; s0 sleeps on: s0 yields
+    actions = c.on_event(Tick(), 71.0)
     assert Interrupt("s0", "a") in actions and Admit("s2", "a") in actions
     assert phases(c)["s1"] == (Phase.IN_TOOL, "a")
 
@@ -195,19 +195,38 @@ def test_tool_durations_are_learned_and_predict_the_next_call():
     c = fleet()
     start(c, "s0")
     finish_call(c, "s0", 1.0)
+    for k in range(16):
+        c.on_event(ToolStart("s0", f"t{k}", "Bash", program="pytest"), 10.0 * k)
+        c.on_event(ToolEnd("s0", f"t{k}", duration_s=2.0), 10.0 * k + 2)
+    assert list(c.history.shared("bash:pytest").values()) == [2.0] * 16
+    c.on_event(ToolStart("s0", "t99", "bash", program="pytest"), 200.0)  # another harness's spelling: one key
+    running = c.state.session("s0").tools[0]
+    assert running.source == "forecast"
+    assert running.predicted_end == pytest.approx(202.0)
+    # not back within H = 1 s at first; then likely, as 2 s nears; then not, when it has run past what was seen
+    assert running.readiness.level_at(200.0) == 0
+    assert running.readiness.level_at(201.5) == c.settings.readiness_levels
+    assert running.readiness.level_at(203.0) == 0
+
+
+def test_the_bound_rule_predicts_todays_empirical_bernstein_bound():
+    c = fleet("tao-bound")
+    start(c, "s0")
+    finish_call(c, "s0", 1.0)
     for k in range(4):
         c.on_event(ToolStart("s0", f"t{k}", "pytest"), 10.0 * k)
         c.on_event(ToolEnd("s0", f"t{k}", duration_s=2.0), 10.0 * k + 2)
-    assert list(c.history.samples("pytest")) == [2.0] * 4
     c.on_event(ToolStart("s0", "t9", "pytest"), 100.0)
     running = c.state.session("s0").tools[0]
     # the bound: mean 2 s, no variance, range term 3 · 2 s · ln(3/0.2) / 4
     assert running.source == "tool"
-    assert running.predicted_end == pytest.approx(100.0 + 2.0 + 3 * 2.0 * math.log(15) / 4)
+    end = 100.0 + 2.0 + 3 * 2.0 * math.log(15) / 4
+    assert running.predicted_end == pytest.approx(end)
+    assert running.readiness.times == (pytest.approx(end - 1.0),)
 
 
 def test_expired_prediction_is_reestimated_at_most_every_interval():
-    c = fleet(reestimate_interval_s=30.0)
+    c = fleet("tao-bound", reestimate_interval_s=30.0)
     start(c, "s0")
     finish_call(c, "s0", 0.0)
     c.on_event(ToolStart("s0", "t", "bash"), 0.0)  # default 5 s

@@ -6,6 +6,7 @@ from tao_coordinator.core.model import (
     EvidenceSource,
     Node,
     Phase,
+    ReadinessSchedule,
     RunningTool,
     Session,
     ToolHints,
@@ -64,20 +65,24 @@ def test_no_credit_on_nodes_missing_from_the_context():
     assert CacheCredit().on_nodes(s, ctx(0.0)) == {}
 
 
-def _tool(end, at=0.0):
-    return RunningTool("c", "bash", 0.0, ToolHints(), predicted_end=end, predicted_at=at, source="tool")
+def _tool(flip, top=4):
+    """A call whose readiness goes from 0 to `top` at `flip`."""
+    schedule = ReadinessSchedule(1.0, 0, (flip,), (top,))
+    return RunningTool("c", "bash", 0.0, ToolHints(), flip + 1.0, 0.0, "forecast", readiness=schedule)
 
 
-def test_readiness_by_phase_and_horizon():
+def test_readiness_by_phase_and_schedule():
     r = Readiness()
+    top = SETTINGS.readiness_levels
     for phase in (Phase.WAITING, Phase.ADMITTED, Phase.READY):
-        assert r.base(session(phase=phase, node="a" if phase is Phase.ADMITTED else None), ctx(0.0)) == 1
-    in_tool = session(phase=Phase.IN_TOOL, tools=(_tool(10.0),))
+        assert r.base(session(phase=phase, node="a" if phase is Phase.ADMITTED else None), ctx(0.0)) == top
+    assert r.base(session(phase=Phase.IN_LLM, node="a"), ctx(0.0)) == 0
+    in_tool = session(phase=Phase.IN_TOOL, tools=(_tool(9.0),))
     assert r.base(in_tool, ctx(8.0)) == 0
-    assert r.base(in_tool, ctx(9.0)) == 1  # within H = 1 s
-    assert r.base(in_tool, ctx(50.0)) == 1  # expired prediction counts as ready
-    two = session(phase=Phase.IN_TOOL, tools=(_tool(10.0), _tool(30.0)))
-    assert r.base(two, ctx(9.5)) == 0  # ready only when the last tool is near its end
+    assert r.base(in_tool, ctx(9.0)) == top
+    two = session(phase=Phase.IN_TOOL, tools=(_tool(9.0), _tool(29.0, top=2)))
+    assert r.base(two, ctx(9.5)) == 0  # ready only when every tool is
+    assert r.base(two, ctx(30.0)) == 2  # and as ready as the least ready
 
 
 def test_footprint_subtracts_the_shared_prefix_and_adds_expected_output():
@@ -103,5 +108,6 @@ def test_value_model_builds_sparse_per_node_values():
     s = session(phase=Phase.ADMITTED, node="b", evidence=(usage("a", 4096, 0.0),), context_tokens=4096)
     value = model.evaluate(s, ctx(0.0))
     footprint = 4096 + SETTINGS.default_output_tokens
-    assert value.base == (0, 1, footprint, 0)
-    assert value.on_nodes == {"a": (4, 1, footprint, 0), "b": (0, 1, footprint, 1)}
+    ready = SETTINGS.readiness_levels
+    assert value.base == (0, ready, footprint, 0)
+    assert value.on_nodes == {"a": (4, ready, footprint, 0), "b": (0, ready, footprint, 1)}

@@ -44,31 +44,39 @@ def test_session_start_and_end_register_and_close():
 
 
 @pytest.mark.parametrize(
-    ("tool_input", "env", "hints"),
+    ("tool_input", "env", "hints", "program"),
     [
-        (HELLO, {}, {"timeout_s": 5.0, "sleep_s": 1.0, "background": False}),
-        ({"command": "pytest -x"}, {}, {"timeout_s": 120.0, "background": False}),
-        ({"command": "make"}, {"BASH_DEFAULT_TIMEOUT_MS": "30000"}, {"timeout_s": 30.0, "background": False}),
-        ({"command": "make", "timeout": 900000}, {}, {"timeout_s": 600.0, "background": False}),
-        ({"command": "timeout 10 make", "timeout": 60000}, {}, {"timeout_s": 10.0, "background": False}),
+        (HELLO, {}, {"timeout_s": 5.0, "sleep_s": 1.0, "background": False}, "sleep"),
+        ({"command": "pytest -x"}, {}, {"timeout_s": 120.0, "background": False}, "pytest"),
+        ({"command": "make"}, {"BASH_DEFAULT_TIMEOUT_MS": "30000"}, {"timeout_s": 30.0, "background": False}, "make"),
+        ({"command": "make", "timeout": 900000}, {}, {"timeout_s": 600.0, "background": False}, "make"),
+        ({"command": "timeout 10 make", "timeout": 60000}, {}, {"timeout_s": 10.0, "background": False}, "timeout"),
         (
             {"command": "sleep 3; echo bg", "run_in_background": True},
             {},
             {"timeout_s": 120.0, "sleep_s": 3.0, "background": True},
+            "sleep",
         ),
+        ({"command": "ls -la"}, {}, {"timeout_s": 120.0, "background": False}, "ls"),
+        ({"command": "cd x && pytest -q"}, {}, {"timeout_s": 120.0, "background": False}, "pytest"),
+        ({"command": "$RUNNER --all"}, {}, {"timeout_s": 120.0, "background": False}, None),
     ],
 )
-def test_pre_tool_use_starts_the_call_with_bash_hints(tool_input, env, hints):
+def test_pre_tool_use_starts_the_call_with_bash_hints_and_program(tool_input, env, hints, program):
     event = only(hook("PreToolUse", tool_name="Bash", tool_input=tool_input, tool_use_id="toolu_a25e"), env)
     assert event["kind"] == "tool_start"
-    assert event["tool_start"] == {"call_id": "toolu_a25e", "tool": "Bash", "hints": hints}
+    named = {"program": program} if program else {}
+    assert event["tool_start"] == {"call_id": "toolu_a25e", "tool": "Bash", "hints": hints, **named}
+    if tool_input["command"] != program:
+        assert tool_input["command"] not in json.dumps(event)  # the program's name only, never the command
 
 
-def test_other_tools_get_their_own_hints():
+def test_other_tools_get_their_own_hints_and_no_program():
     output = only(hook("PreToolUse", tool_name="TaskOutput", tool_input={"task_id": "b1"}, tool_use_id="t1"))
     assert output["tool_start"]["hints"] == {"timeout_s": 30.0}
-    fetch = only(hook("PreToolUse", tool_name="WebFetch", tool_input={"url": "x"}, tool_use_id="t2"))
+    fetch = only(hook("PreToolUse", tool_name="WebFetch", tool_input={"url": "x", "command": "ls"}, tool_use_id="t2"))
     assert fetch["tool_start"]["hints"] == {}
+    assert "program" not in output["tool_start"] and "program" not in fetch["tool_start"]
 
 
 @pytest.mark.parametrize(

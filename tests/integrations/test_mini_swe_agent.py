@@ -53,6 +53,7 @@ def assert_reported(recorder, fleet, session_id, before, timeout_s):
     assert (command.tool, command.hints.timeout_s, command.hints.sleep_s) == ("bash", timeout_s, 1.0)
     assert command_end.status == "ok" and 1.0 <= command_end.duration_s < timeout_s
     assert (submit.hints.timeout_s, submit_end.status) == (timeout_s, "ok")  # the submission, `Submitted` re-raised
+    assert (command.program, submit.program) == ("sleep", "echo")  # never the command itself
     nodes = recorder.calls_on_assigned_node(session_id)
     assert len(nodes) == 2
     counts, after = Counter(nodes), served(fleet)
@@ -113,16 +114,16 @@ def test_the_environment_alone_reports_statuses_and_passes_the_submission_on(coo
     monkeypatch.setenv("TAO_COORDINATOR", coordinator.url)
     monkeypatch.setenv("TAO_TOKEN", coordinator.token)
     env = TaoEnvironment(wrapped_class="local", timeout=5, cwd=str(tmp_path))
-    assert env.execute({"command": "exit 3", "tool_call_id": "c1"})["returncode"] == 3
+    assert env.execute({"command": "cd . && exit 3", "tool_call_id": "c1"})["returncode"] == 3
     assert env.execute({"command": "sleep 5", "tool_call_id": "c2"}, timeout=1)["returncode"] == -1
     with pytest.raises(Submitted):
         env.execute({"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "tool_call_id": "c3"})
     session = env.session()
     session.flush()
     tools = coordinator.recorder.tools(session.id)
-    assert [(s.call_id, s.hints.timeout_s, e.status) for s, e in tools] == [
-        ("c1", 5.0, "error"),
-        ("c2", 1.0, "timeout"),
-        ("c3", 5.0, "ok"),
+    assert [(s.call_id, s.hints.timeout_s, s.program, e.status) for s, e in tools] == [
+        ("c1", 5.0, "exit", "error"),
+        ("c2", 1.0, "sleep", "timeout"),
+        ("c3", 5.0, "echo", "ok"),
     ]
     assert env.config.timeout == 5 and env.serialize()["info"]["config"]["environment"]["cwd"] == str(tmp_path)

@@ -64,6 +64,7 @@ def test_opencode_runs_a_bash_command_reported_to_the_coordinator(opencode, coor
     assert session_id in recorder.sessions("opencode")
     [(start, end)] = recorder.tools(session_id)
     assert (start.tool, start.hints.timeout_s, start.hints.sleep_s, start.hints.background) == ("bash", 5.0, 1.0, False)
+    assert start.program == "sleep"  # of `sleep 1; echo hello-from-tao`; the command itself is never sent
     assert end.status == "ok" and 1.0 <= end.duration_s < 5.0
     nodes = recorder.calls_on_assigned_node(session_id)
     assert len(nodes) >= 2  # the title request and two agent steps
@@ -81,6 +82,7 @@ def test_a_failed_tool_is_ended_from_its_error_event(opencode, coordinator, star
     recorder.wait_closed(session_id)
     [(start, end)] = recorder.tools(session_id)
     assert (start.tool, start.hints.timeout_s, end.status) == ("read", None, "error")  # only bash has a timeout
+    assert start.program is None  # nor a program
     assert end.duration_s is not None and end.duration_s < 5.0
     recorder.calls_on_assigned_node(session_id)
 

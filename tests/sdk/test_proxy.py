@@ -10,6 +10,7 @@ import openai
 import pytest
 from aiohttp import web
 
+from tao_coordinator.core.events import ToolStart
 from tao_sdk.proxy import ProxyConfig, RoutingProxy
 
 MODEL = "Qwen/Qwen3-32B"
@@ -125,6 +126,8 @@ def test_a_session_id_the_coordinator_would_refuse_is_replaced_by_a_stable_one(p
 
 
 def test_hook_events_are_relayed_with_the_proxys_session_token(proxy, coordinator):
+    fed, feed = [], coordinator.service.feed
+    coordinator.service.feed = lambda event: fed.append(event) or feed(event)
     registration = {"context": {"harness": "claude-code", "client_session_id": "cc-hooked", "labels": {"source": "x"}}}
     events = {
         "events": [
@@ -132,12 +135,13 @@ def test_hook_events_are_relayed_with_the_proxys_session_token(proxy, coordinato
             {
                 "kind": "tool_start",
                 "session_id": "cc-hooked",
-                "tool_start": {"call_id": "toolu_1", "tool": "Bash", "hints": {"timeout_s": 120}},
+                "tool_start": {"call_id": "toolu_1", "tool": "Bash", "hints": {"timeout_s": 120}, "program": "ls"},
             },
         ]
     }
     answer = httpx2.post(proxy.url + "/tao/v1/events", json=events).json()
     assert all(result["ok"] for result in answer["results"])
+    assert [(e.call_id, e.program) for e in fed if isinstance(e, ToolStart)] == [("toolu_1", "ls")]
     session = sessions(coordinator)["cc-hooked"]
     assert session.context.harness == "claude-code" and session.tools[0].hints.timeout_s == 120
     assert (session.context.client_session_id, dict(session.context.labels)) == ("cc-hooked", {"source": "x"})
@@ -145,6 +149,8 @@ def test_hook_events_are_relayed_with_the_proxys_session_token(proxy, coordinato
     httpx2.post(proxy.url + "/tao/v1/events", json=end)
     assert not sessions(coordinator)["cc-hooked"].tools
     assert httpx2.post(proxy.url + "/tao/v1/events", json={"events": "nope"}).status_code == 422
+    bad = {**events["events"][1], "tool_start": {"call_id": "toolu_2", "tool": "Bash", "program": "ls -la"}}
+    assert httpx2.post(proxy.url + "/tao/v1/events", json={"events": [bad]}).status_code == 422
 
 
 def test_without_a_coordinator_the_proxy_routes_on_its_own(fleet):

@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import tao_sdk
 from tao_coordinator.core.actions import Route
-from tao_coordinator.core.events import LlmEnd
+from tao_coordinator.core.events import LlmEnd, ToolStart
 from tao_coordinator.core.model import Phase
 
 MODEL = "Qwen/Qwen3-32B"
@@ -144,6 +144,7 @@ def test_anthropic_calls_streaming_and_not(coordinator):
 
 
 def test_tool_hints_arrive(coordinator):
+    items = recorded(coordinator)
     with open_session(coordinator) as s:
         with s.tool("bash", command="cd repo && sleep 3 && timeout 60 make test", timeout=90):
             tool = seen(coordinator, s).tools[0]
@@ -159,7 +160,10 @@ def test_tool_hints_arrive(coordinator):
         assert seen(coordinator, s).tools[0].hints.background is True
         s.tool_end(call)
         assert seen(coordinator, s).phase is Phase.READY
-        assert len(coordinator.service.coordinator.history.all_samples()) == 3
+        starts = [(e.tool, e.program) for e, _ in items if isinstance(e, ToolStart)]
+        assert starts == [("bash", "sleep"), ("grep", None), ("server", "python")]  # `cd` runs nothing; no command
+        learned = coordinator.service.coordinator.history.shared("*")
+        assert learned is not None and len(learned) == 3
 
 
 def test_async_clients(coordinator):
@@ -172,14 +176,18 @@ def test_async_clients(coordinator):
             async with s.tool("bash", command="sleep 1"):
                 await s.aflush()
                 assert core_session(coordinator, s.id).tools[0].hints.sleep_s == 1
+            async with s.tool("bash", command="cd x && pytest -q"):
+                await s.aflush()
             anthropic = s.async_anthropic()
             message = await anthropic.messages.create(
                 model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "async " * 30}]
             )
             return s.id, reply, message
 
+    items = recorded(coordinator)
     session_id, reply, message = asyncio.run(agent())
     assert reply.usage.completion_tokens == 5 and message.usage.output_tokens == 5
+    assert [e.program for e, _ in items if isinstance(e, ToolStart)] == ["sleep", "pytest"]
     assert core_session(coordinator, session_id) is None
 
 

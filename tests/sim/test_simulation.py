@@ -266,6 +266,25 @@ def test_timing_is_reported_when_asked_and_plots_are_written(tmp_path, capsys):
     assert "tao" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(
+    ("options", "fit", "prior"), ((["--credit-half-life", "7"], False, 7.0), (["--credit-half-life-fit"], True, 10.0))
+)
+def test_each_node_s_credit_half_life_at_the_end_is_written_and_printed(tmp_path, capsys, options, fit, prior):
+    path = tmp_path / "r.json"
+    common = ["sim", "--sessions", "6", "--concurrency", "3", "--nodes", "2", "--no-timing", "--json", str(path)]
+    assert tao([*common, "--policy", "tao", *options]) == 0
+    document = json.loads(path.read_text())
+    assert document["credit"] == {"half_life_s": prior, "fit": fit}
+    metrics = document["runs"][0]["metrics"]
+    nodes = {"node-00", "node-01"}
+    assert set(metrics["credit_half_life_s"]) == set(metrics["credit_half_life_fit_s"]) == nodes
+    assert set(metrics["retention_observations"]) == nodes
+    if not fit:
+        assert set(metrics["credit_half_life_s"].values()) == {7.0}
+    out = capsys.readouterr().out
+    assert "tao × 3: credit half-life at the end, s: node-00 " in out
+
+
 def test_every_plan_is_timed_once_and_its_placements_fit_the_snapshot_it_was_made_from():
     snapshots = []
     workload = generate("claude-code", sessions=12, seed=5, max_context=TP1.model_len_limit)
@@ -325,6 +344,7 @@ def test_context_cap_removes_what_cannot_fit_and_says_so(capsys):
         (["--nodes", "0"], "--nodes"),
         (["--plan-delay-ms", "-1"], "--plan-delay-ms"),
         (["--no-timing", "--plan-timing", "measured"], "--no-timing needs --plan-timing fixed"),
+        (["--credit-half-life", "0"], "--credit-half-life"),
     ],
 )
 def test_bad_arguments_are_named_and_write_nothing(tmp_path, capsys, args, message):

@@ -4,6 +4,7 @@ from itertools import pairwise
 import numpy as np
 import pytest
 
+from tao_coordinator.core.events import PROGRAM_PATTERN
 from tao_coordinator.sim.workloads import (
     GEMINI_3_PRO_LLM_TIME,
     TOOL_FORMAT_ERROR,
@@ -97,7 +98,12 @@ def test_tool_time_is_the_created_gap_minus_the_fitted_llm_time(dev, raw):
             llm = GEMINI_3_PRO_LLM_TIME.llm_time_s(before["prompt_tokens"], before["completion_tokens"])
             expected = max(0.3, after["created"] - before["created"] - llm)
             assert request.gap_before_s == pytest.approx(min(expected, 600.0))
-            assert request.tool == command_tool(before["command"], before["n_actions"])
+            program = command_tool(before["command"], before["n_actions"])
+            if program == TOOL_FORMAT_ERROR:
+                assert (request.tool, request.program) == (TOOL_FORMAT_ERROR, None)
+            else:  # as the live integration reports it: the shell tool, and the program when it is a file name
+                assert request.tool == "bash"
+                assert request.program == (program if PROGRAM_PATTERN.fullmatch(program) else None)
             assert request.gap_kind == "tool"
 
 

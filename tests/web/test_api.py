@@ -45,6 +45,8 @@ async def test_no_auth_mode_on_loopback(tmp_path, fleet):
         ("/v1/sessions/{s}/tool_start", {"call_id": "", "tool": "bash"}, 422, "call_id"),
         ("/v1/sessions/{s}/tool_start", {"tool": "bash"}, 422, "call_id"),
         ("/v1/sessions/{s}/tool_start", {"call_id": "c", "tool": "bash", "extra": 1}, 422, "extra"),
+        ("/v1/sessions/{s}/tool_start", {"call_id": "c", "tool": "bash", "program": "ls -la"}, 422, "program"),
+        ("/v1/sessions/{s}/tool_start", {"call_id": "c", "tool": "bash", "program": "x" * 65}, 422, "program"),
         ("/v1/sessions/{s}/tool_end", {"call_id": "never"}, 409, None),
         ("/v1/sessions/{s}/tool_end", {"call_id": "c", "status": "weird"}, 422, "status"),
         ("/v1/sessions/{s}/llm_end", {"node": "node-0"}, 409, None),
@@ -125,5 +127,5 @@ async def test_a_batch_applies_each_event_on_its_own(tmp_path, fleet):
             (True, 204),
             (False, 404),
         ]
-        assert list(c.service.coordinator.history.samples("Bash")) == [1.25]
+        assert c.service.coordinator.history.shared("bash").oldest_first() == [1.25]
         assert (await c.call("POST", "/v1/events", {"events": []}))[0] == 422

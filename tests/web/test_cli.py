@@ -54,6 +54,7 @@ def test_config_file_json_logs_and_a_graceful_shutdown_that_persists(tmp_path):
     assert server.returncode == 0
     logs = [json.loads(line) for line in stderr.splitlines() if line.strip()]
     assert {"ts", "level", "logger", "message"} <= logs[0].keys()
-    assert "policy tao-no-dp" in logs[0]["message"] and "tool history persisted" in logs[-1]["message"]
+    assert "loaded 0 tool durations" in logs[0]["message"] and "policy tao-no-dp" in logs[1]["message"]
+    assert "tool history persisted" in logs[-1]["message"]
     with sqlite3.connect(tmp_path / "state" / "tao.sqlite3") as db:
-        assert db.execute("SELECT tool, duration_s FROM tool_durations").fetchall() == [("make", 7.5)]
+        assert db.execute("SELECT tool, program, duration_s FROM tool_calls").fetchall() == [("make", None, 7.5)]

@@ -3,6 +3,7 @@
 import asyncio
 
 import aiohttp
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tao_coordinator.core.model import EvidenceSource, Phase
@@ -54,7 +55,7 @@ async def test_a_session_registers_acquires_calls_and_reports(tmp_path, fleet):
         assert (await c.call("POST", f"/v1/sessions/{session}/tool_end", {"call_id": "t1", "duration_s": 2.5}, token))[
             0
         ] == 204
-        assert list(c.service.coordinator.history.samples("bash")) == [2.5]
+        assert c.service.coordinator.history.shared("bash").oldest_first() == [0.5]  # learned: beyond the 2 s sleep
         assert (await c.call("DELETE", f"/v1/sessions/{session}", token=token))[0] == 204
         assert (await c.call("POST", f"/v1/sessions/{session}/acquire", {}, token))[0] == 404
 
@@ -150,10 +151,11 @@ async def test_a_restart_keeps_the_learned_tool_history(tmp_path, fleet):
                 "POST", f"/v1/sessions/{session}/tool_end", {"call_id": f"c{k}", "duration_s": duration}, token
             )
     async with running_coordinator(tmp_path, fleet) as c:
-        assert list(c.service.coordinator.history.samples("make")) == [1.5, 2.5, 3.5]
+        assert c.service.coordinator.history.shared("make").oldest_first() == [1.5, 2.5, 3.5]
         session, token = await c.register()
         await c.call("POST", f"/v1/sessions/{session}/tool_start", {"call_id": "x", "tool": "make"}, token)
-        assert c.service.coordinator.state.session(session).tools[0].source == "tool"
+        running = c.service.coordinator.state.session(session).tools[0]
+        assert running.predicted_end - running.started_at < c.service.config.core.default_tool_duration_s
 
 
 async def test_kv_events_give_exact_per_session_credit(tmp_path):
@@ -195,11 +197,20 @@ async def test_metrics_are_prometheus_text_and_move(tmp_path, fleet):
         await c.call("POST", f"/v1/sessions/{session}/llm_end", end, token)
         await c.call("POST", f"/v1/sessions/{session}/tool_start", {"call_id": "t", "tool": "ls"}, token)
         await c.call("POST", f"/v1/sessions/{session}/tool_end", {"call_id": "t", "duration_s": 1.0}, token)
-        # no history yet: the prediction was the 5 s default, 4 s off
-        assert await c.metric("tao_estimator_abs_error_seconds_sum") == 4.0
+        # no history yet: the prediction was the prior's median, 5 s, so 4 s off
+        assert await c.metric("tao_estimator_abs_error_seconds_sum") == pytest.approx(4.0, abs=0.01)
         for name in ("tao_node_running_requests", "tao_node_waiting_requests", "tao_node_kv_usage"):
             assert await c.metric(name, node="node-0") == 0
         assert await c.metric("tao_node_preemptions_total", node="node-0") == 0
+        # nothing observed that the half-life could be fitted from: the configured one
+        assert await c.metric("tao_node_credit_half_life_seconds", node="node-0") == 10.0
+        assert await c.metric("tao_node_retention_observations_total", node="node-0") == 0
+        fitted = families.get("tao_node_credit_half_life_fitted_seconds")
+        assert fitted is None or not fitted.samples  # no estimate yet
+        for _ in range(20):
+            c.service.coordinator.half_lives.observe("node-0", 30.0, 1024, 256)  # a quarter kept after 30 s
+        assert abs(await c.metric("tao_node_credit_half_life_fitted_seconds", node="node-0") - 15.0) < 1.0
+        assert await c.metric("tao_node_credit_half_life_seconds", node="node-0") == 10.0  # fit off by default
 
 
 async def test_scraped_load_reaches_the_core_and_the_metrics(tmp_path):

@@ -11,6 +11,8 @@
  * | `session.idle` / `session.deleted` events       | close                                         |
  * | `chat.headers`                                  | waits for the session's reports, tags the call |
  *
+ * A bash tool_start also names the `program` its command runs (`programOf`), never the command itself.
+ *
  * Invariants: nothing here throws into OpenCode or blocks a tool — reports leave in order per session on a promise
  * chain, each bounded by a timeout, and failures are dropped (fail open); `chat.headers` runs before every model
  * call and waits for the session's queued reports, so the coordinator sees a tool end before the next call even
@@ -72,6 +74,95 @@ function commandHints(command: string): Hints {
   if (sleep > 0) hints.sleep_s = sleep
   if (caps.length > 0) hints.timeout_s = Math.min(...caps)
   return hints
+}
+
+const OPERATOR_CHARS = ";&|()\n"
+const ASSIGNMENT = /^[A-Za-z_][A-Za-z0-9_]*\+?=/
+const PROGRAM_MAX_CHARS = 64
+
+/** Shell words (quotes removed) and runs of operator characters, as `tao_sdk.hints` reads them with `shlex`; a `#`
+ * comment runs to its newline; an unbalanced quote ends the words. */
+function shellWords(command: string): string[] {
+  const text = command.replace(/\\\n/g, " ")
+  const words: string[] = []
+  let k = 0
+  while (k < text.length) {
+    const char = text[k]
+    if (" \t\r".includes(char)) {
+      k++
+    } else if (char === "#") {
+      while (k < text.length && text[k] !== "\n") k++
+    } else if (OPERATOR_CHARS.includes(char)) {
+      const start = k
+      while (k < text.length && OPERATOR_CHARS.includes(text[k])) k++
+      words.push(text.slice(start, k))
+    } else {
+      let word = ""
+      while (k < text.length && !" \t\r#".includes(text[k]) && !OPERATOR_CHARS.includes(text[k])) {
+        const c = text[k]
+        if (c === "'") {
+          const close = text.indexOf("'", k + 1)
+          if (close < 0) return words
+          word += text.slice(k + 1, close)
+          k = close + 1
+        } else if (c === '"') {
+          k++
+          while (k < text.length && text[k] !== '"') {
+            if (text[k] === "\\" && (text[k + 1] === '"' || text[k + 1] === "\\")) k++
+            word += text[k++]
+          }
+          if (k >= text.length) return words
+          k++
+        } else if (c === "\\") {
+          if (k + 1 >= text.length) return words
+          word += text[k + 1]
+          k += 2
+        } else {
+          word += c
+          k++
+        }
+      }
+      words.push(word)
+    }
+  }
+  return words
+}
+
+function programName(word: string): string | undefined {
+  if (word.includes("$") || word.includes("`")) return undefined
+  const base = word.replace(/\/+$/, "").split("/").pop() ?? ""
+  const name = base.replace(/[^A-Za-z0-9._+-]/g, "").replace(/^[._+-]+/, "")
+  return name.slice(0, PROGRAM_MAX_CHARS) || undefined
+}
+
+/** The same rule as `tao_sdk.hints.program_of`: the first word of the first part, as a basename, after leading
+ * `VAR=value` assignments and `cd DIR` parts; wrappers (`sudo`, `timeout`, `env`) are the program themselves. */
+function programOf(command: string): string | undefined {
+  let changesDirectory = false
+  let inCd = false
+  let inValue = false
+  let depth = 0 // of the `$(…)` that an assignment's value opened
+  for (const token of shellWords(command)) {
+    const isOperator = [...token].every((char) => OPERATOR_CHARS.includes(char))
+    if (inValue && isOperator && (depth > 0 || token.startsWith("("))) {
+      depth += token.split("(").length - token.split(")").length
+      inValue = depth > 0
+    } else if (inValue && depth > 0) {
+      continue
+    } else if (inCd) {
+      inCd = !isOperator
+    } else if (ASSIGNMENT.test(token)) {
+      inValue = token.endsWith("$")
+      depth = 0
+    } else if (isOperator || token === "{" || token === "!") {
+      inValue = false
+    } else if (token === "cd") {
+      changesDirectory = inCd = true
+    } else {
+      return programName(token)
+    }
+  }
+  return changesDirectory ? "cd" : undefined
 }
 
 function toolHints(tool: string, args: Record<string, unknown>): Hints {
@@ -159,7 +250,8 @@ export const TaoPlugin: Plugin = async (_input, options) => {
     "tool.execute.before": async (input, output) => {
       running.set(input.callID, { sessionID: input.sessionID, started: Date.now() })
       const args = (output.args ?? {}) as Record<string, unknown>
-      const tool_start = { call_id: input.callID, tool: input.tool, hints: toolHints(input.tool, args) }
+      const program = input.tool === "bash" && typeof args.command === "string" ? programOf(args.command) : undefined
+      const tool_start = { call_id: input.callID, tool: input.tool, hints: toolHints(input.tool, args), program }
       reporter.send(input.sessionID, [{ kind: "tool_start", session_id: input.sessionID, tool_start }])
     },
     "tool.execute.after": async (input, output) => {

@@ -1,40 +1,71 @@
-"""`tao bench estimator`: how well tool durations are predicted on real traces, by the coordinator's rule and by the
-alternatives the design asks to compare it with (design §4).
+"""`tao bench estimator`: how well tool returns are forecast on real traces, by the coordinator's forecast
+(`core/forecast/`), by the binary rules it replaces and by simple statistics (design §4).
 
-Each trace's tool calls are replayed in order, session after session, into one learning history, as a long-running
-coordinator would see them: every call is predicted from what was learned before it, then learned. Reported per
-estimator: mean absolute error (MAE), the share of predictions within 0.5 s, and the mean signed error (positive:
-too pessimistic). The TAO write-up reports MAE 0.410 s and 82.9 % within 0.5 s for its estimator.
+| dataset | file under `--traces` | tool time | key |
+|---|---|---|---|
+| `claude-code-sessions` | `claude_code_sessions/dev.jsonl.gz` | measured (result − use) | `ToolKey.of(name, prog)` |
+| `mini-swe-agent` | `mini_swe_agent/steps_dev.jsonl.gz` | fitted split of each gap | `ToolKey.of("bash", program)` |
+| `agentx` | `agentx_cc/dev.jsonl.gz` | `think_time` after a tool result | one anonymous tool, and `Task` |
 
-| estimator | rule |
-|---|---|
-| `bernstein` | what the coordinator uses: the corrected empirical-Bernstein bound, tool history → global → 5 s, hints |
-| `paper-s`, `paper-ms` | the published bound without the square root, computed in seconds / in milliseconds |
-| `mean`, `median`, `p75` | the tool's running mean / median / 75th percentile (then global history, then 5 s) |
+Replay: sessions in file order into one history, as a long-running coordinator sees them. Within a session a call
+is forecast when it starts, from every duration whose result came before its start (so the parallel calls of one
+message, and a `Task` and its sub-agent's calls, do not see each other's), and learned when its result comes; the
+session's own level is forgotten when the session ends. Claude Code sub-agent (sidechain) calls are included, under
+their session. mini-swe-agent replies without one bash block (nothing ran) stay in, as a tool of their own.
 
-Tool names: mini-swe-agent commands give the program's name (`cat`, `pytest`, …); AgentX traces record none, so
-every call there is one tool. Tool times: AgentX `think_time` after a tool result (whole seconds, a proxy); for
-mini-swe-agent the loader's fitted split of each gap (see docs/workloads.md) — so these figures measure the
-estimators on those data, not on measured tool executions.
+| estimator | point prediction | readiness at elapsed a (H = 1 s) |
+|---|---|---|
+| `tao` | the forecast's median | P(T ≤ a + H │ T > a) of the forecast |
+| `bound` | the corrected empirical-Bernstein bound, today's binary rule | 1 iff prediction − a ≤ H |
+| `paper` | the bound as printed | the same |
+| `median`, `mean`, `p75` | the normalised tool's running statistic, then every tool's, then 5 s | the same |
+
+Binary rules (`bound`, `paper` and the statistics): once a sampled instant a is past the prediction, the prediction is
+re-estimated from the durations longer than a (`Forecaster.bound_reestimate`; the statistic of those durations).
+The coordinator instead counts an expired prediction as ready until it re-estimates, at most every
+`reestimate_interval_s`; the benchmark re-estimates at once. The statistics keep `forecast_window` durations per
+level and need `estimator_min_samples`, as the bounds do; hints cap them (timeout) and floor them (`sleep`).
+
+Figures: MAE, share within 0.5 s, bias (mean signed error, positive: too pessimistic), and `readiness_brier`: the
+mean of (p − o)² over the instants `sampled_instants(T)` of every call, o = 1 iff T ≤ a + H. H is `PAPER_HORIZON_S`
+for every rule (the coordinator's adaptive horizon never goes below it).
 """
 
 from __future__ import annotations
 
 import argparse
+import heapq
 import json
-import math
 import statistics
-from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+import sys
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
+
+from ..core.forecast import PAPER_HORIZON_S, Forecaster, ReadinessRule, ToolHistory, ToolKey
 from ..core.model import ToolHints
 from ..core.settings import CoreSettings
-from ..core.signals.duration import DurationEstimator, DurationHistory
-from ..sim.workloads import Workload, load_agentx, load_mini_swe, traces_dir
+from ..progress import Progress
+from ..sim.workloads import SessionScript, Workload, load_agentx, load_mini_swe, traces_dir
+from ..sim.workloads.files import read_records
 
-Predictor = Callable[[str, ToolHints], float]
+HORIZON_S = PAPER_HORIZON_S
+OFFSETS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
+"""Fixed instants since the start at which a call is scored, besides its quarters, when it is still running."""
+CLAUDE_CODE = Path("claude_code_sessions/dev.jsonl.gz")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    session: str
+    key: ToolKey
+    duration_s: float
+    started_at: float
+    """On the session's own clock: orders its calls and says which results came before this one."""
+    hints: ToolHints = field(default_factory=ToolHints)
 
 
 @dataclass(frozen=True)
@@ -45,84 +76,194 @@ class EstimatorFigures:
     mae_s: float
     within_half_second: float
     bias_s: float
+    readiness_brier: float
 
 
-def tool_calls(workload: Workload) -> Iterator[tuple[str, ToolHints, float]]:
-    for script in workload.scripts:
-        for spec in script.all_requests():
-            if spec.gap_kind == "tool":
-                yield spec.tool, spec.hints or ToolHints(), spec.gap_before_s
+Scorer = Callable[[ToolCall, Sequence[float]], tuple[float, list[float]]]
+"""A call and the instants to score → the predicted duration, and P(returns within H) at each instant."""
 
 
-def paper_bound(samples: Sequence[float], delta: float, scale: float) -> float:
-    """The published form, `mean + 2s²·log(3/δ)/n + 3R·log(3/δ)/n`, computed in units of 1/scale seconds."""
-    values = [x * scale for x in samples]
-    n, log_term = len(values), math.log(3 / delta)
-    mean = statistics.fmean(values)
-    variance = statistics.pvariance(values)
-    return (mean + 2 * variance * log_term / n + 3 * max(values) * log_term / n) / scale
+def sampled_instants(duration_s: float) -> list[float]:
+    """0 (when the call starts), T/4, T/2, 3T/4 and every `OFFSETS_S` below T: every instant but 0 is < T."""
+    quarters = [k * duration_s / 4 for k in (1, 2, 3)]
+    return sorted({0.0, *(a for a in (*quarters, *OFFSETS_S) if 0 < a < duration_s)})
 
 
-class _Learned:
-    """Per-tool and global durations, with the coordinator's fallback order."""
+def claude_code_sessions(path: Path, sidechain: bool = True) -> list[list[ToolCall]]:
+    """Each session's tool calls with a measured duration (`dur_s` not null); `sidechain=False` drops sub-agents'."""
+    return [
+        [
+            ToolCall(str(record["session"]), ToolKey.of(tool["name"], tool.get("prog")), tool["dur_s"], tool["t_use"])
+            for call in record["calls"]
+            if sidechain or not call.get("sidechain")
+            for tool in call["tools"]
+            if tool.get("dur_s") is not None
+        ]
+        for record in read_records(path)
+    ]
+
+
+def workload_sessions(workload: Workload) -> list[list[ToolCall]]:
+    """The tool gaps of every script (each sub-agent its own session), keyed as the loader names their tools."""
+    return [calls for script in workload.scripts for calls in _script_sessions(script)]
+
+
+def _script_sessions(script: SessionScript) -> Iterator[list[ToolCall]]:
+    calls: list[ToolCall] = []
+    clock = 0.0
+    for spec in script.requests:
+        if spec.gap_kind == "tool":
+            key = ToolKey.of(spec.tool, spec.program)
+            calls.append(ToolCall(script.id, key, spec.gap_before_s, clock, spec.hints or ToolHints()))
+            clock += spec.gap_before_s
+    yield calls
+    for launch in script.subagents:
+        yield from _script_sessions(launch.script)
+
+
+class _Running:
+    """The baselines' learned durations: the newest `forecast_window` per normalised tool and over every tool."""
 
     def __init__(self, settings: CoreSettings) -> None:
         self.settings = settings
-        self.by_tool: dict[str, list[float]] = defaultdict(list)
-        self.everything: list[float] = []
+        self.by_tool: defaultdict[str, deque[float]] = defaultdict(lambda: deque(maxlen=settings.forecast_window))
+        self.everything: deque[float] = deque(maxlen=settings.forecast_window)
 
-    def samples(self, tool: str) -> Sequence[float] | None:
-        minimum = self.settings.estimator_min_samples
-        for samples in (self.by_tool.get(tool, []), self.everything):
-            if len(samples) >= minimum:
-                return samples[-self.settings.estimator_window :]
-        return None
+    def learn(self, call: ToolCall) -> None:
+        self.by_tool[call.key.tool].append(call.duration_s)
+        self.everything.append(call.duration_s)
 
-    def learn(self, tool: str, duration: float) -> None:
-        self.by_tool[tool].append(duration)
-        self.everything.append(duration)
-
-
-def _statistic(learned: _Learned, rule: Callable[[Sequence[float]], float]) -> Predictor:
-    def predict(tool: str, hints: ToolHints) -> float:
-        samples = learned.samples(tool)
-        value = rule(samples) if samples else learned.settings.default_tool_duration_s
-        return min(value, hints.timeout_s) if hints.timeout_s is not None else value
-
-    return predict
+    def predict(self, rule: Callable[[list[float]], float], call: ToolCall, longer_than: float | None) -> float:
+        """The statistic of the tool's durations (longer than `longer_than`), else every tool's, else the default."""
+        value = self.settings.default_tool_duration_s + (longer_than or 0.0)
+        for samples in (self.by_tool.get(call.key.tool, ()), self.everything):
+            values = list(samples) if longer_than is None else [x for x in samples if x > longer_than]
+            if len(values) >= self.settings.estimator_min_samples:
+                value = rule(values)
+                break
+        if call.hints.sleep_s is not None:
+            value = max(value, call.hints.sleep_s)
+        return value if call.hints.timeout_s is None else min(value, call.hints.timeout_s)
 
 
-def evaluate(dataset: str, calls: list[tuple[str, ToolHints, float]], settings: CoreSettings) -> list[EstimatorFigures]:
-    learned = _Learned(settings)
-    history = DurationHistory(settings.estimator_window)
-    coordinator = DurationEstimator(history, settings)
-    delta = settings.estimator_delta
-    predictors: dict[str, Predictor] = {
-        "bernstein": lambda tool, hints: coordinator.predict(tool, hints, now=0.0).duration_s,
-        "paper-s": _statistic(learned, lambda s: paper_bound(s, delta, 1.0)),
-        "paper-ms": _statistic(learned, lambda s: paper_bound(s, delta, 1000.0)),
-        "mean": _statistic(learned, statistics.fmean),
-        "median": _statistic(learned, statistics.median),
-        "p75": _statistic(learned, lambda s: statistics.quantiles(s, n=4, method="inclusive")[2]),
+def _binary(first: float, reestimate: Callable[[float], float], instants: Sequence[float]) -> tuple[float, list[float]]:
+    """Readiness 1 iff the predicted end is within H; a prediction the call has run past is re-estimated."""
+    predicted, ready = first, []
+    for elapsed in instants:
+        if elapsed > predicted:
+            predicted = reestimate(elapsed)
+        ready.append(1.0 if predicted - elapsed <= HORIZON_S else 0.0)
+    return first, ready
+
+
+def _tao(forecaster: Forecaster) -> Scorer:
+    def score(call: ToolCall, instants: Sequence[float]) -> tuple[float, list[float]]:
+        forecast = forecaster.forecast(call.key, call.hints, call.session, 0.0)
+        probabilities = forecast.return_probabilities(np.asarray(instants, dtype=np.float64), HORIZON_S)
+        return forecast.median(), probabilities.tolist()
+
+    return score
+
+
+def _bound(forecaster: Forecaster, rule: ReadinessRule) -> Scorer:
+    def score(call: ToolCall, instants: Sequence[float]) -> tuple[float, list[float]]:
+        first = forecaster.bound_prediction(rule, call.key, call.hints, 0.0).duration_s
+
+        def reestimate(elapsed: float) -> float:
+            return forecaster.bound_reestimate(rule, call.key, call.hints, elapsed, elapsed).duration_s
+
+        return _binary(first, reestimate, instants)
+
+    return score
+
+
+def _statistic(running: _Running, rule: Callable[[list[float]], float]) -> Scorer:
+    def score(call: ToolCall, instants: Sequence[float]) -> tuple[float, list[float]]:
+        return _binary(running.predict(rule, call, None), lambda a: running.predict(rule, call, a), instants)
+
+    return score
+
+
+def _p75(values: list[float]) -> float:
+    return statistics.quantiles(values, n=4, method="inclusive")[2]
+
+
+@dataclass
+class _Tally:
+    errors: list[float] = field(default_factory=list)
+    squared: float = 0.0
+    instants: int = 0
+
+    def add(self, error: float, readiness: Sequence[float], outcomes: Sequence[float]) -> None:
+        self.errors.append(error)
+        self.squared += sum((p - o) ** 2 for p, o in zip(readiness, outcomes, strict=True))
+        self.instants += len(outcomes)
+
+
+def evaluate(
+    dataset: str,
+    sessions: Iterable[Sequence[ToolCall]],
+    settings: CoreSettings,
+    progress: Progress | None = None,
+) -> list[EstimatorFigures]:
+    history = ToolHistory(settings.forecast_window, settings.forecast_max_levels, settings.forecast_session_window)
+    forecaster = Forecaster(history, settings)
+    running = _Running(settings)
+    scorers: dict[str, Scorer] = {
+        "tao": _tao(forecaster),
+        "bound": _bound(forecaster, "bound"),
+        "paper": _bound(forecaster, "paper"),
+        "median": _statistic(running, statistics.median),
+        "mean": _statistic(running, statistics.fmean),
+        "p75": _statistic(running, _p75),
     }
-    errors: dict[str, list[float]] = {name: [] for name in predictors}
-    for tool, hints, actual in calls:
-        for name, predict in predictors.items():
-            errors[name].append(predict(tool, hints) - actual)
-        history.add(tool, actual)
-        learned.learn(tool, actual)
+    tallies = {name: _Tally() for name in scorers}
+
+    def learn(call: ToolCall) -> None:
+        forecaster.learn_call(call.key, call.hints, call.duration_s, call.session)
+        running.learn(call)
+
+    for calls in sessions:
+        pending: list[tuple[float, int, ToolCall]] = []  # calls started and not yet returned, by their end
+        for index, call in enumerate(sorted(calls, key=lambda c: c.started_at)):
+            while pending and pending[0][0] <= call.started_at:
+                learn(heapq.heappop(pending)[2])
+            instants = sampled_instants(call.duration_s)
+            outcomes = [1.0 if call.duration_s <= a + HORIZON_S else 0.0 for a in instants]
+            for name, score in scorers.items():
+                point, readiness = score(call, instants)
+                tallies[name].add(point - call.duration_s, readiness, outcomes)
+            heapq.heappush(pending, (call.started_at + call.duration_s, index, call))
+            if progress is not None:
+                progress.advance()
+        for _, _, call in sorted(pending):
+            learn(call)
+        for session in {call.session for call in calls}:
+            history.forget_session(session)
     return [
         EstimatorFigures(
             dataset=dataset,
             estimator=name,
-            calls=len(signed),
-            mae_s=statistics.fmean(abs(e) for e in signed),
-            within_half_second=sum(abs(e) <= 0.5 for e in signed) / len(signed),
-            bias_s=statistics.fmean(signed),
+            calls=len(tally.errors),
+            mae_s=statistics.fmean(abs(e) for e in tally.errors),
+            within_half_second=sum(abs(e) <= 0.5 for e in tally.errors) / len(tally.errors),
+            bias_s=statistics.fmean(tally.errors),
+            readiness_brier=tally.squared / tally.instants,
         )
-        for name, signed in errors.items()
-        if signed
+        for name, tally in tallies.items()
+        if tally.errors
     ]
+
+
+def datasets(folder: Path) -> dict[str, tuple[Path, Callable[[Path], list[list[ToolCall]]]]]:
+    return {
+        "claude-code-sessions": (folder / CLAUDE_CODE, claude_code_sessions),
+        "mini-swe-agent": (
+            folder / "mini_swe_agent/steps_dev.jsonl.gz",
+            lambda path: workload_sessions(load_mini_swe(path)),
+        ),
+        "agentx": (folder / "agentx_cc/dev.jsonl.gz", lambda path: workload_sessions(load_agentx(path))),
+    }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -131,27 +272,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import sys
-
     folder = args.traces or traces_dir()
-    sources = {
-        "mini-swe-agent": (folder / "mini_swe_agent/steps_dev.jsonl.gz", load_mini_swe),
-        "agentx": (folder / "agentx_cc/dev.jsonl.gz", load_agentx),
-    }
     settings = CoreSettings()
     rows: list[EstimatorFigures] = []
-    for dataset, (path, load) in sources.items():
+    for dataset, (path, load) in datasets(folder).items():
         if not path.is_file():
             print(f"tao bench estimator: skipping {dataset}: {path} not found", file=sys.stderr)
             continue
-        rows += evaluate(dataset, list(tool_calls(load(path))), settings)
+        sessions = load(path)
+        progress = Progress(sum(map(len, sessions)), dataset)
+        rows += evaluate(dataset, sessions, settings, progress)
+        progress.close()
     if not rows:
         print(f"tao bench estimator: no traces under {folder} (set --traces or $TAO_TRACES)", file=sys.stderr)
         return 2
-    print(f"{'dataset':<16}{'estimator':<12}{'calls':>8}{'MAE (s)':>10}{'within 0.5 s':>14}{'bias (s)':>10}")
+    print(f"{'dataset':<22}{'estimator':<11}{'calls':>7}{'MAE (s)':>9}{'within 0.5 s':>14}{'bias (s)':>10}{'Brier':>8}")
     for r in rows:
         print(
-            f"{r.dataset:<16}{r.estimator:<12}{r.calls:>8}{r.mae_s:>10.2f}{r.within_half_second:>14.1%}{r.bias_s:>+10.2f}"
+            f"{r.dataset:<22}{r.estimator:<11}{r.calls:>7}{r.mae_s:>9.2f}{r.within_half_second:>14.1%}"
+            f"{r.bias_s:>+10.2f}{r.readiness_brier:>8.3f}"
         )
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")

@@ -12,10 +12,14 @@ returns `StartPlan(job)`; the driver solves `job` off its event loop and reports
 Either way at most one plan is in flight. Nothing is planned when the waiting pool is empty and no node changed:
 every holder keeps its place, which is what a plan would decide.
 
-`next_wakeup()` tells the driver when time alone will change something (a lease expires, a tool's predicted return
-enters the readiness horizon, an expired prediction is due for re-estimation, a session's decayed cache credit
-falls to zero); it should send `Tick()` then. A tick
+`next_wakeup()` tells the driver when time alone will change something (a lease expires, a running tool's
+readiness steps to another level, a binary rule's expired prediction is due for re-estimation, a session's decayed
+cache credit falls to zero); it should send `Tick()` then. A tick
 only looks at the sessions whose time has come, so it costs O(log n) per due session, not O(n).
+
+Tool starts are forecast by the policy's readiness rule (`forecast/forecaster.py`); every tool end is learned, for
+every policy, into the one `ToolHistory`. The horizon of the `forecast` rule follows the waits of acquires
+(`forecast/horizon.py`): the wait of each session served from the waiting pool, when a plan routes it.
 
 Baseline policies may ask for more (see `policies/base.py`): per-session wake-up times of their own (Continuum's pin
 expiry), and a periodic plan even when nobody waits (ThunderAgent's scheduler tick, which pauses holders). Neither
@@ -47,22 +51,25 @@ from .events import (
     ToolEnd,
     ToolStart,
 )
-from .model import CacheEvidence, EvidenceSource, Node, NodeId, Phase, RunningTool, Session
+from .forecast import AdaptiveHorizon, Forecaster, ToolHistory
+from .model import CacheEvidence, EvidenceSource, Node, NodeId, Phase, RunningTool, Session, SessionId
 from .plan import PlanFinished
 from .planner import Planner
 from .policies.base import (
     Policy,
+    adapts_horizon,
     admits_on_room,
     plan_interval,
     policy_admit,
     policy_cache_kept,
     policy_node_target,
+    policy_readiness_rule,
     policy_wake_times,
 )
 from .settings import CoreSettings
-from .signals.cache_credit import with_evidence
-from .signals.duration import DurationEstimator, DurationHistory
+from .signals.cache_credit import node_half_life, with_evidence
 from .signals.footprint import footprint_tokens
+from .signals.retention import HalfLifeFit
 from .state import FleetState, capacity_cells
 
 
@@ -72,15 +79,27 @@ class Coordinator:
         policy: Policy,
         settings: CoreSettings | None = None,
         *,
-        history: DurationHistory | None = None,
+        history: ToolHistory | None = None,
         inline_planning: bool = True,
     ) -> None:
         self.policy = policy
         self.settings = settings or CoreSettings()
-        self.history = history or DurationHistory(self.settings.estimator_window)
-        self.estimator = DurationEstimator(self.history, self.settings)
+        self.history = history or ToolHistory(
+            self.settings.forecast_window, self.settings.forecast_max_levels, self.settings.forecast_session_window
+        )
+        self.forecaster = Forecaster(self.history, self.settings)
+        self.readiness_rule = policy_readiness_rule(policy)
+        self.horizon = AdaptiveHorizon(self.settings.readiness_horizon_s)
+        self.horizon_used_s = 0.0
+        """The sum of the horizons tool starts were forecast with (over `tool_starts`: the mean H)."""
+        self.tool_starts = 0
+        self._adaptive_horizon = adapts_horizon(policy)
+        self._pooled_at: dict[SessionId, float] = {}
+        """When each session in the waiting pool asked for its call: its wait feeds the adaptive horizon."""
+        self._now = -math.inf
         self.state = FleetState(self._wake_times)
         self.planner = Planner()
+        self.half_lives = HalfLifeFit()
         self.inline_planning = inline_planning
         self._nodes_changed = False
         self._plan_interval = plan_interval(policy)
@@ -88,13 +107,35 @@ class Coordinator:
         self._periodic_due = False
 
     def on_event(self, event: Event | PlanFinished, now: float) -> list[Action]:
+        self._now = now
         if isinstance(event, PlanFinished):
             actions = self.planner.finish(event.job_id, event.plan, self.state, self.settings, now)
         else:
             actions = self._handle(event, now)
             self.policy.observe(event, now)
         self._keep_periodic(now)
-        return actions + self._maybe_plan(now)
+        actions += self._maybe_plan(now)
+        self._served(actions, now)
+        return actions
+
+    def _served(self, actions: list[Action], now: float) -> None:
+        """Feed the adaptive horizon the wait of every pooled session these actions serve."""
+        for action in actions:
+            if isinstance(action, Route) and (asked := self._pooled_at.pop(action.session_id, None)) is not None:
+                self._observe_wait(now - asked, now)
+
+    def _observe_wait(self, wait_s: float, now: float) -> None:
+        if not self._adaptive_horizon or self.readiness_rule != "forecast":
+            return
+        if self.horizon.observe_wait(wait_s):
+            # every running tool's schedule was forecast for the old horizon
+            for session in list(self.state.sessions.values()):
+                if session.phase is Phase.IN_TOOL:
+                    tools = tuple(
+                        self.forecaster.rescheduled(self.readiness_rule, tool, session.id, self.horizon.value_s)
+                        for tool in session.tools
+                    )
+                    self.state.put(state_machine.replace_tools(session, now, tools))
 
     def _handle(self, event: Event, now: float) -> list[Action]:
         match event:
@@ -116,12 +157,14 @@ class Coordinator:
                 return []
             case Close():
                 self.state.put(state_machine.close(self.state.session(event.session_id), now))
+                self._forget(event.session_id)
             case NodeUpdate():
                 if not self._node_update(event, now):
                     return []
             case NodeRemoved():
                 self.state.node(event.node_id)
                 self.state.drop_node(event.node_id)
+                self.half_lives.forget(event.node_id)
                 self._nodes_changed = True
             case CacheResidency():
                 session = self.state.session(event.session_id)
@@ -184,6 +227,8 @@ class Coordinator:
         self.state.put(replace(updated, lease_expires_at=self._lease(now)))
         if updated.phase is Phase.IN_LLM and updated.node is not None:
             return [Route(session.id, updated.node)]
+        if session.id in self.state.pool:
+            self._pooled_at.setdefault(session.id, now)
         if not was_waiting:
             self.planner.mark_dirty()
         return []
@@ -207,6 +252,7 @@ class Coordinator:
                 context = max(session.context_tokens, session.expected_input_tokens) + completion
                 source = EvidenceSource.ESTIMATE
             self._report_kept(session, event, now)
+            self._observe_retention(session, event)
             evidence = CacheEvidence(event.node_id, context, now, source)
             changes.update(
                 context_tokens=context,
@@ -220,24 +266,60 @@ class Coordinator:
     def _report_kept(self, session: Session, event: LlmEnd, now: float) -> None:
         """Tell the policy how much of a reserved cache the node kept, when the call's session held its place there
         since its previous call on it (see `policies/base.py`)."""
-        if event.prompt_tokens is None or event.cached_tokens is None:
+        hittable = self._hittable(session, event)
+        if hittable is None or event.cached_tokens is None or session.placed_at > hittable[0].observed_at:
             return
+        if hittable[1] > 0:
+            policy_cache_kept(self.policy, event.node_id, hittable[1], event.cached_tokens, now)
+
+    def _observe_retention(self, session: Session, event: LlmEnd) -> None:
+        """Feed the node's half-life fit when the call's session did not hold its place there since its previous
+        call on it: only then was its cache at vLLM's mercy (a held place is protected by admission, so its
+        retention says nothing about eviction). Δt runs from the previous call's end to this call's start (the
+        session's `phase_since`), the age credit had when the call was placed. The shared prefix (system prompt,
+        tool catalog) is left out of asked and kept: other sessions keep it cached. The fit observes whether or not
+        its estimate is used (`credit_half_life_fit`), so that the estimate can be reported either way."""
+        hittable = self._hittable(session, event)
+        if hittable is None or event.cached_tokens is None or session.placed_at <= hittable[0].observed_at:
+            return
+        previous, asked = hittable
+        block = self.state.nodes[event.node_id].block_size
+        shared = min(asked, session.context.shared_prefix_tokens // block * block)
+        elapsed = session.phase_since - previous.observed_at
+        if not self.half_lives.observe(event.node_id, elapsed, asked - shared, max(0, event.cached_tokens - shared)):
+            return
+        for node_id, node in list(self.state.nodes.items()):
+            fitted = self._fitted_half_life(node_id)
+            if node.credit_half_life_s != fitted:
+                self.state.put_node(replace(node, credit_half_life_s=fitted))
+
+    def _hittable(self, session: Session, event: LlmEnd) -> tuple[CacheEvidence, int] | None:
+        """The session's previous usage on the call's node, and how many of its tokens this call could hit there:
+        vLLM hits whole blocks only, and always computes a prompt's last token. None without usage figures."""
+        if event.prompt_tokens is None:
+            return None
         previous = next(
             (e for e in session.evidence if e.node == event.node_id and e.source is EvidenceSource.USAGE), None
         )
         node = self.state.nodes.get(event.node_id)
-        if previous is None or node is None or session.placed_at > previous.observed_at:
-            return
-        # vLLM hits whole blocks only, and always computes a prompt's last token
-        asked = (min(previous.tokens, event.prompt_tokens) - 1) // node.block_size * node.block_size
-        if asked > 0:
-            policy_cache_kept(self.policy, event.node_id, asked, event.cached_tokens, now)
+        if previous is None or node is None:
+            return None
+        return previous, (min(previous.tokens, event.prompt_tokens) - 1) // node.block_size * node.block_size
+
+    def _fitted_half_life(self, node_id: NodeId) -> float | None:
+        """What `Node.credit_half_life_s` carries: the fitted h when fitting is on and decay is, else None."""
+        if not self.settings.credit_half_life_fit or self.settings.credit_half_life_s is None:
+            return None
+        return self.half_lives.estimate(node_id)
 
     def _tool_start(self, event: ToolStart, now: float) -> None:
         session = self.state.session(event.session_id)
-        prediction = self.estimator.predict(event.tool, event.hints, now)
-        tool = RunningTool(
-            event.call_id, event.tool, now, event.hints, now + prediction.duration_s, now, prediction.source
+        rule = self.readiness_rule
+        horizon = self.forecaster.horizon(rule, self.horizon.value_s)
+        self.horizon_used_s += horizon
+        self.tool_starts += 1
+        tool = self.forecaster.start(
+            rule, event.call_id, event.tool, event.program, event.hints, session.id, now, horizon
         )
         updated = state_machine.tool_start(session, now, tool)
         lease = self._lease(now + (event.hints.timeout_s or 0.0))
@@ -248,7 +330,7 @@ class Coordinator:
         updated = state_machine.tool_end(session, now, event.call_id)
         tool = next(t for t in session.tools if t.call_id == event.call_id)
         duration = event.duration_s if event.duration_s is not None else max(0.0, now - tool.started_at)
-        self.history.add(tool.tool, duration)
+        self.forecaster.learn(tool, duration, session.id)
         self.state.put(replace(updated, lease_expires_at=self._lease(now)))
 
     def _node_update(self, event: NodeUpdate, now: float) -> bool:
@@ -268,7 +350,7 @@ class Coordinator:
             preemptions=event.preemptions,
         )
         target = policy_node_target(self.policy, previous, node, self.settings, now, self._pool_tokens())
-        node = replace(node, utilization_target=target)
+        node = replace(node, utilization_target=target, credit_half_life_s=self._fitted_half_life(node.id))
         capacity = (node.capacity_tokens, node.healthy, node.utilization_target)
         if previous is None or (previous.capacity_tokens, previous.healthy, previous.utilization_target) != capacity:
             self._nodes_changed = True
@@ -288,6 +370,7 @@ class Coordinator:
             session = self.state.sessions[session_id]
             if session.lease_expires_at <= now:
                 self.state.put(state_machine.close(session, now))
+                self._forget(session.id)
                 actions.append(Expired(session.id))
             elif session.phase is Phase.IN_TOOL and any(self._due(tool, now) for tool in session.tools):
                 tools = tuple(self._reestimated(tool, now) if self._due(tool, now) else tool for tool in session.tools)
@@ -295,13 +378,19 @@ class Coordinator:
         self.planner.mark_dirty()
         return actions
 
+    def _forget(self, session_id: SessionId) -> None:
+        self.history.forget_session(session_id)
+        self._pooled_at.pop(session_id, None)
+
     def _due(self, tool: RunningTool, now: float) -> bool:
+        """A binary rule's expired prediction is due for re-estimation (the forecast's schedule never expires)."""
+        if self.readiness_rule is None or self.readiness_rule == "forecast":
+            return False
         return now >= tool.predicted_end and now - tool.predicted_at >= self.settings.reestimate_interval_s
 
     def _reestimated(self, tool: RunningTool, now: float) -> RunningTool:
-        prediction = self.estimator.reestimate(tool.tool, tool.hints, now, now - tool.started_at)
-        end = tool.started_at + prediction.duration_s
-        return replace(tool, predicted_end=end, predicted_at=now, source="reestimate")
+        rule = self.readiness_rule
+        return tool if rule is None else self.forecaster.reestimated(rule, tool, now)
 
     def _maybe_plan(self, now: float) -> list[Action]:
         if not self.policy.plans or not self.planner.dirty or self.planner.in_flight is not None:
@@ -322,21 +411,30 @@ class Coordinator:
         return any(self.state.usable_node(node) is None for node in self.state.holders)
 
     def _wake_times(self, session: Session) -> list[float]:
-        horizon = self.settings.readiness_horizon_s
         interval = self.settings.reestimate_interval_s
         times = [session.lease_expires_at]
         for tool in session.tools:
-            times.append(tool.predicted_end - horizon)
-            times.append(max(tool.predicted_end, tool.predicted_at + interval))
-        half_life, unit = self.settings.credit_half_life_s, self.settings.credit_unit_tokens
-        if half_life is not None:
-            # just after decayed credit falls below one unit: stale credit stops outranking readiness then
-            times += [
-                evidence.observed_at + half_life * (math.log2(evidence.tokens / unit) + 1e-6)
-                for evidence in session.evidence
-                if evidence.source is not EvidenceSource.KV_EVENTS and evidence.tokens >= unit
-            ]
+            # readiness changes at its schedule's steps; steps already passed change nothing any more
+            times += [at for at in tool.readiness.times if at >= self._now]
+            if self.readiness_rule in ("bound", "paper"):
+                times.append(max(tool.predicted_end, tool.predicted_at + interval))
+        times += self._credit_wake_times(session)
         times.extend(policy_wake_times(self.policy, session))
+        return times
+
+    def _credit_wake_times(self, session: Session) -> list[float]:
+        """Just after each snapshot credit falls below one unit at its node's half-life: stale credit stops
+        outranking readiness then. A half-life fitted anew later moves no time set before: the tick comes early
+        (harmless) or late (plans in between already see the credit as it decays)."""
+        unit = self.settings.credit_unit_tokens
+        times = []
+        for evidence in session.evidence:
+            node = self.state.nodes.get(evidence.node)
+            if node is None or evidence.source is EvidenceSource.KV_EVENTS or evidence.tokens < unit:
+                continue
+            half_life = node_half_life(node, self.settings)
+            if half_life is not None:
+                times.append(evidence.observed_at + half_life * (math.log2(evidence.tokens / unit) + 1e-6))
         return times
 
     def _keep_periodic(self, now: float) -> None:

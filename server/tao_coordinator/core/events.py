@@ -8,6 +8,7 @@ events replay identically under a virtual clock.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 from .errors import InvalidEvent
@@ -91,12 +92,18 @@ class LlmEnd:
             raise InvalidEvent("cached_tokens", "cannot exceed prompt_tokens")
 
 
+PROGRAM_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+
+
 @dataclass(frozen=True, slots=True)
 class ToolStart:
     session_id: SessionId
     call_id: str
     tool: str
     hints: ToolHints = field(default_factory=ToolHints)
+    program: str | None = None
+    """For a shell tool: the program its command runs (`cargo`, `ls`), a file name of at most 64 characters; None
+    when unknown or not a shell tool. Never the command text."""
 
     def __post_init__(self) -> None:
         _require_id("session_id", self.session_id)
@@ -106,6 +113,8 @@ class ToolStart:
         _require_seconds("hints.sleep_s", self.hints.sleep_s)
         if self.hints.deadline is not None and not math.isfinite(self.hints.deadline):
             raise InvalidEvent("hints.deadline", "must be a finite time")
+        if self.program is not None and not (isinstance(self.program, str) and PROGRAM_PATTERN.fullmatch(self.program)):
+            raise InvalidEvent("program", f"must be 1-64 of [A-Za-z0-9._+-], first alphanumeric, got {self.program!r}")
 
 
 TOOL_STATUSES = ("ok", "error", "timeout")

@@ -13,6 +13,7 @@ Nothing here mutates: transitions build a new `Session` with `dataclasses.replac
 from __future__ import annotations
 
 import enum
+from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -83,6 +84,22 @@ class ToolHints:
 
 
 @dataclass(frozen=True, slots=True)
+class ReadinessSchedule:
+    """A running call's readiness as a step function of time, fixed when it was forecast: `initial` until
+    `times[0]`, then `levels[k]` from `times[k]` (absolute, increasing) on. Levels run from 0 (not expected back
+    within the horizon) to the settings' `readiness_levels` (certain)."""
+
+    horizon_s: float
+    initial: int
+    times: tuple[float, ...] = ()
+    levels: tuple[int, ...] = ()
+
+    def level_at(self, now: float) -> int:
+        k = bisect_right(self.times, now)
+        return self.levels[k - 1] if k else self.initial
+
+
+@dataclass(frozen=True, slots=True)
 class RunningTool:
     """One tool call in flight, with the duration predicted for it."""
 
@@ -95,7 +112,10 @@ class RunningTool:
     predicted_at: float
     """When `predicted_end` was last estimated; expired predictions are re-estimated at most every so often."""
     source: str
-    """Which rule produced the prediction: hint, tool, global, default, or reestimate."""
+    """Which rule produced the prediction: forecast, hint, tool, global, default, or reestimate."""
+    program: str | None = None
+    """The program a shell tool runs, as the client reported it."""
+    readiness: ReadinessSchedule = ReadinessSchedule(0.0, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,3 +201,6 @@ class Node:
     utilization_target: float | None = None
     """The share of `capacity_tokens` the planner may fill here, when the policy adapts it per node (see
     `policies/admission.py`); None: `CoreSettings.utilization_target`."""
+    credit_half_life_s: float | None = None
+    """Half-life of snapshot cache evidence here, fitted from the retention the coordinator observed on this node
+    (`signals/retention.py`); None: `CoreSettings.credit_half_life_s`. Settings without decay override it."""

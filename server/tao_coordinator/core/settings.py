@@ -13,29 +13,52 @@ class CoreSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     credit_half_life_s: float | None = Field(default=10.0, gt=0)
-    """Half-life h of snapshot cache evidence, k = k0·2^(−τ/h). None turns decay off (the `tao-no-decay` ablation)."""
+    """Half-life h of snapshot cache evidence, k = k0·2^(−τ/h). None turns decay off (the `tao-no-decay` ablation).
+    With `credit_half_life_fit` it is the prior: the h of every node until its retention has been observed."""
+
+    credit_half_life_fit: bool = False
+    """Fit h per node online from how much of a session's previous context vLLM kept when the session did not hold
+    its place there (`signals/retention.py`) instead of keeping `credit_half_life_s` everywhere. Off by default: in
+    the simulator the fitted h (100–330 s on AgentX, 15 s on mini-swe-agent) tracks retention well but lets credit
+    outrank readiness for minutes, and TAO lost latency, TTFT and throughput with it (docs/benchmarks.md)."""
 
     credit_unit_tokens: int = Field(default=1024, ge=1)
     """Quantum of cache credit. Credit below one unit is 0, so stale credit stops outranking readiness. 1024 tokens
     is about what an H100 prefills in a few milliseconds: less than that is not worth holding a place for."""
 
     readiness_horizon_s: float = Field(default=1.0, ge=0)
-    """A tool predicted to return within this many seconds counts as ready (H)."""
+    """H: readiness asks whether a tool returns within this many seconds. For `tao`, whose H adapts to load
+    (`forecast/horizon.py`), the least H; `tao-bound` and `tao[horizon=fixed]` use it as is, `tao-paper` 1 s."""
+
+    readiness_levels: int = Field(default=4, ge=1)
+    """Q: readiness is ⌊Q·P(returns within H)⌋, so a session counts 0…Q; one not in a tool counts Q."""
 
     reestimate_interval_s: float = Field(default=30.0, gt=0)
-    """An expired tool prediction is re-estimated at most this often; until then the session counts as ready."""
+    """Binary rules: an expired tool prediction is re-estimated at most this often; until then it counts as ready."""
 
     estimator_delta: float = Field(default=0.2, gt=0, lt=1)
-    """Confidence parameter δ of the empirical-Bernstein duration bound."""
+    """Binary rules: confidence parameter δ of the duration bound."""
 
     estimator_min_samples: int = Field(default=3, ge=2)
-    """A tool's own history is used once it has this many durations; before that, the global history."""
+    """Binary rules: a tool's own history is used once it has this many durations; before that, the global one."""
 
-    estimator_window: int = Field(default=1000, ge=2)
-    """Durations kept per tool (the newest win)."""
+    default_tool_duration_s: float = Field(default=5.0, gt=0)
+    """Median of the forecast's prior (what is predicted before anything is learned); the binary rules' default."""
 
-    default_tool_duration_s: float = Field(default=5.0, ge=0)
-    """Prediction when neither hints nor any history exist."""
+    forecast_window: int = Field(default=128, ge=2)
+    """Durations kept per learned level (tool and program, tool, all tools); the newest win."""
+
+    forecast_max_levels: int = Field(default=4096, ge=2)
+    """Learned levels kept; the least recently used goes first (`forecast/history.py` states the memory)."""
+
+    forecast_session_window: int = Field(default=32, ge=1)
+    """Durations kept per level of one session's own calls; dropped when the session closes."""
+
+    forecast_kappa: float = Field(default=2.0, gt=0)
+    """Pseudo-count with which a level's forecast leans on the level above (`forecast/predictive.py`)."""
+
+    forecast_recency_half_life: float = Field(default=32.0, gt=0)
+    """In samples of a level: a duration's weight halves with every this many newer ones."""
 
     capacity_quantum_tokens: int = Field(default=16, ge=1)
     """Δ: weights are rounded up and capacities down to multiples of this. 16 is vLLM's block size, so quantizing

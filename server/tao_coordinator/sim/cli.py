@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from ..core.policies import POLICIES, UnknownPolicy, make_policy
+from ..core.settings import CoreSettings
 from ..progress import Progress
 from .driver import PLAN_TIMINGS, FleetSimulation, PlanTiming
 from .node import BUILTIN_PROFILES, NodeProfile, UnknownProfile, profile_by_name
@@ -50,6 +51,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--plan-delay-ms", type=float, default=0.0, help="fixed virtual time added to every plan's delivery (0)"
     )
+    parser.add_argument(
+        "--credit-half-life",
+        type=float,
+        help=f"half-life of snapshot cache credit, s: the fixed value, or the prior of the fit "
+        f"(default {CoreSettings().credit_half_life_s:g})",
+    )
+    parser.add_argument(
+        "--credit-half-life-fit",
+        action=argparse.BooleanOptionalAction,
+        help=f"fit the credit half-life per node from observed retention "
+        f"(default: {'on' if CoreSettings().credit_half_life_fit else 'off'})",
+    )
     parser.add_argument("--json", type=Path, help="write the figures as JSON to this file")
     parser.add_argument("--plots", type=Path, help="write PNG charts into this directory")
     parser.add_argument(
@@ -89,6 +102,19 @@ def plan_timing(args: argparse.Namespace) -> PlanTiming:
     return "fixed" if args.no_timing else "measured"
 
 
+def core_settings(args: argparse.Namespace) -> CoreSettings:
+    """The simulator's core settings (leases never expire: a replayed session always answers in time), with the
+    credit half-life options applied."""
+    chosen: dict[str, object] = {"lease_ttl_s": 1e12}
+    if args.credit_half_life is not None:
+        if args.credit_half_life <= 0:
+            raise UsageError("--credit-half-life: must be more than 0 seconds")
+        chosen["credit_half_life_s"] = args.credit_half_life
+    if args.credit_half_life_fit is not None:
+        chosen["credit_half_life_fit"] = args.credit_half_life_fit
+    return CoreSettings.model_validate(chosen)
+
+
 def load_workload(spec: str, max_context: int, limit: int | None, seed: int, sessions: int) -> Workload:
     if spec == "synthetic" or spec.startswith("synthetic:"):
         preset = spec.partition(":")[2] or "claude-code"
@@ -125,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
         policies = _policies(args.policy)
         concurrencies = _numbers(args.concurrency, "concurrency")
         timing = plan_timing(args)
+        settings = core_settings(args)
         if args.nodes < 1:
             raise UsageError("--nodes: must be at least 1")
         profile = profile_by_name(args.node_profile)
@@ -139,8 +166,9 @@ def run(args: argparse.Namespace) -> int:
     print(describe(workload))
     print(f"fleet: {args.nodes} × {profile.name} ({profile.capacity_tokens:,} KV tokens each)")
     print(f"planning: each plan is delivered {_charged(timing, args.plan_delay_ms)} after it starts")
+    print(f"credit half-life: {_half_life(settings)}")
     results = [
-        _run_one(workload, policy, concurrency, profile, timing, args)
+        _run_one(workload, policy, concurrency, profile, timing, settings, args)
         for policy in policies
         for concurrency in concurrencies
     ]
@@ -148,7 +176,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         fleet = {"nodes": args.nodes, "node_profile": profile.name, "capacity_tokens": profile.capacity_tokens}
         planning = {"timing": timing, "delay_ms": args.plan_delay_ms}
-        args.json.write_text(to_json(results, workload.report, fleet, planning))
+        credit = {"half_life_s": settings.credit_half_life_s, "fit": settings.credit_half_life_fit}
+        args.json.write_text(to_json(results, workload.report, fleet, planning, credit))
         print(f"wrote {args.json}")
     if args.plots:
         from .plots import write_plots
@@ -156,6 +185,13 @@ def run(args: argparse.Namespace) -> int:
         for path in write_plots(results, args.plots):
             print(f"wrote {path}")
     return 0
+
+
+def _half_life(settings: CoreSettings) -> str:
+    if settings.credit_half_life_s is None:
+        return "none (no decay)"
+    fixed = f"{settings.credit_half_life_s:g} s"
+    return f"fitted per node from observed retention, {fixed} until then" if settings.credit_half_life_fit else fixed
 
 
 def _charged(timing: PlanTiming, delay_ms: float) -> str:
@@ -169,6 +205,7 @@ def _run_one(
     concurrency: int,
     profile: NodeProfile,
     timing: PlanTiming,
+    settings: CoreSettings,
     args: argparse.Namespace,
 ) -> RunResult:
     progress = Progress(workload.report.requests, f"{policy} × {concurrency}")
@@ -178,6 +215,7 @@ def _run_one(
         concurrency,
         profile,
         args.nodes,
+        settings=settings,
         plan_timing=timing,
         plan_delay_s=args.plan_delay_ms / 1e3,
         progress=progress.advance,

@@ -24,7 +24,7 @@ import heapq
 import itertools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Literal, get_args
 
@@ -36,6 +36,7 @@ from ..core.plan import PlanFinished
 from ..core.policies import make_policy
 from ..core.policies.base import policy_inputs
 from ..core.settings import CoreSettings
+from ..core.signals.cache_credit import node_half_life
 from ..core.snapshot import PlanJob, Snapshot
 from .feeds import DEFAULT_SCRAPE_INTERVAL_S, RouterFeeds
 from .metrics import Recorder, RunMetrics, summarize
@@ -138,7 +139,21 @@ class FleetSimulation:
             self._schedule_tick()
             self.events += 1
         preemptions = sum(engine.counters().num_preemptions for engine in self.engines.values())
-        return summarize(self.recorder, preemptions, timing, self.coordinator.planner.stats)
+        coordinator = self.coordinator
+        horizon = None
+        if coordinator.readiness_rule is not None and coordinator.tool_starts:
+            horizon = coordinator.horizon_used_s / coordinator.tool_starts
+        return self._with_half_lives(summarize(self.recorder, preemptions, timing, coordinator.planner.stats, horizon))
+
+    def _with_half_lives(self, metrics: RunMetrics) -> RunMetrics:
+        core = self.coordinator
+        nodes = sorted(core.state.nodes.items())
+        return replace(
+            metrics,
+            credit_half_life_s={name: node_half_life(node, core.settings) for name, node in nodes},
+            credit_half_life_fit_s={name: core.half_lives.estimate(name) for name, _ in nodes},
+            retention_observations={name: core.half_lives.observations(name) for name, _ in nodes},
+        )
 
     def _at(self, at: float, action: Callable[[], None]) -> None:
         heapq.heappush(self._heap, _Entry(at, next(self._order), action))
@@ -285,7 +300,7 @@ class FleetSimulation:
                 self._finish(session)
             return
         spec = session.script.requests[session.index]
-        self._event(ToolStart(session.id, f"call-{session.index}", spec.tool, spec.hints or ToolHints()))
+        self._event(ToolStart(session.id, f"call-{session.index}", spec.tool, spec.hints or ToolHints(), spec.program))
         if session.blocking_children:
             session.waiting_for_children = True
         else:

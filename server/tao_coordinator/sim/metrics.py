@@ -14,7 +14,10 @@ Definitions (every time is virtual seconds unless named `_ms`):
 - planner counters: plans started (`plans`), and how each delivered plan fared when applied against the state of
   its delivery time — whole, cut after a valid prefix, or dropped (not even its first step valid). A run ends with
   no plan in flight, so `plans == plans_applied + plans_cut + plans_dropped`. Run files written before the counters
-  existed read as None.
+  existed read as None;
+- credit half-life, per node at the end of the run: the h credit decayed with there (fitted or configured; null
+  without decay), what the retention fit estimates whether or not it is used (null before enough evidence), and
+  how many retention observations fed it (`core/signals/retention.py`). None in run files written before them.
 """
 
 from __future__ import annotations
@@ -79,9 +82,16 @@ class RunMetrics:
     plans_applied: int | None = None
     plans_cut: int | None = None
     plans_dropped: int | None = None
+    readiness_horizon_mean_s: float | None = None
+    """The mean readiness horizon H tool calls were forecast with (None: the policy reads no readiness)."""
+    credit_half_life_s: dict[str, float | None] | None = None
+    credit_half_life_fit_s: dict[str, float | None] | None = None
+    retention_observations: dict[str, int] | None = None
 
 
-def summarize(recorder: Recorder, preemptions: int, timing: bool, planner: PlannerStats) -> RunMetrics:
+def summarize(
+    recorder: Recorder, preemptions: int, timing: bool, planner: PlannerStats, horizon_mean_s: float | None = None
+) -> RunMetrics:
     makespan = recorder.makespan
     plan_total_s = sum(recorder.plan_ms) / 1e3
     return RunMetrics(
@@ -106,4 +116,5 @@ def summarize(recorder: Recorder, preemptions: int, timing: bool, planner: Plann
         plans_applied=planner.applied,
         plans_cut=planner.cut,
         plans_dropped=planner.dropped,
+        readiness_horizon_mean_s=horizon_mean_s,
     )

@@ -1,7 +1,8 @@
 """`tao sim` output: one table for every policy × concurrency, and the same figures as JSON.
 
 JSON layout: `{"runs": [{"policy", "concurrency", "seed", "metrics": {...}}], "workload": {...}, "fleet": {...},
-"planning": {"timing", "delay_ms"}}` — `planning` says what each plan was charged in virtual time.
+"planning": {"timing", "delay_ms"}, "credit": {"half_life_s", "fit"}}` — `planning` says what each plan was charged
+in virtual time, `credit` how cache credit decayed (the configured half-life, and whether it was fitted per node).
 Floats are rounded to 6 significant digits so the file is stable and readable; NaN (no sample) becomes null.
 """
 
@@ -34,7 +35,13 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def to_json(results: list[RunResult], workload: LoadReport, fleet: dict[str, Any], planning: dict[str, Any]) -> str:
+def to_json(
+    results: list[RunResult],
+    workload: LoadReport,
+    fleet: dict[str, Any],
+    planning: dict[str, Any],
+    credit: dict[str, Any] | None = None,
+) -> str:
     document = {
         "runs": [
             {"policy": r.policy, "concurrency": r.concurrency, "seed": r.seed, "metrics": asdict(r.metrics)}
@@ -53,6 +60,7 @@ def to_json(results: list[RunResult], workload: LoadReport, fleet: dict[str, Any
         },
         "fleet": fleet,
         "planning": planning,
+        **({"credit": credit} if credit is not None else {}),
     }
     return json.dumps(_clean(document), indent=2, sort_keys=False) + "\n"
 
@@ -91,7 +99,23 @@ def render_table(results: list[RunResult]) -> str:
     lines += [_line(row, widths) for row in rows]
     lines.append("latencies, makespan, TTFT and tool→1st (tool end to first token) in s, as the agent sees them;")
     lines.append("plans: started; cut: applied only up to a step no longer valid; dropped: no step valid")
+    lines += [line for result in results if (line := _half_lives(result))]
     return "\n".join(lines)
+
+
+def _half_lives(result: RunResult) -> str:
+    """One line per run: each node's credit half-life at the end, the fit's estimate where that is not the one used,
+    and how many retention observations the node had."""
+    metrics = result.metrics
+    if not metrics.credit_half_life_s:
+        return ""
+    fitted, observed = metrics.credit_half_life_fit_s or {}, metrics.retention_observations or {}
+    cells = []
+    for name, used in metrics.credit_half_life_s.items():
+        fit = fitted.get(name)
+        unused = f", fit {fit:.1f}" if fit is not None and fit != used else ""
+        cells.append(f"{name} {_format('{:.1f}', used)} (n={observed.get(name, 0)}{unused})")
+    return f"{result.policy} × {result.concurrency}: credit half-life at the end, s: {', '.join(cells)}"
 
 
 def _line(cells: list[str], widths: list[int]) -> str:

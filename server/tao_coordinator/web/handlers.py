@@ -75,7 +75,7 @@ def tool_start_event(service: CoordinatorService, session_id: str, body: protoco
     hints = body.hints
     deadline = service.wall_to_core(hints.deadline) if hints.deadline is not None else None
     core_hints = model.ToolHints(hints.timeout_s, hints.sleep_s, hints.background, deadline)
-    return ToolStart(session_id, body.call_id, body.tool, core_hints)
+    return ToolStart(session_id, body.call_id, body.tool, core_hints, body.program)
 
 
 def llm_end_event(service: CoordinatorService, session_id: str, body: protocol.LlmEndRequest) -> LlmEnd:

@@ -17,6 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from ..core.model import Phase
+from ..core.signals.cache_credit import node_half_life
 from ..fleet.poller import NodeObservation
 
 if TYPE_CHECKING:
@@ -48,6 +49,7 @@ class _StateCollector(Collector):
             "tao_plans_uncertified", "Plans the solver did not prove optimal.", value=stats.uncertified
         )
         yield from self._nodes()
+        yield from self._half_lives()
 
     def _nodes(self) -> Iterator[Metric]:
         core = self.service.coordinator
@@ -72,6 +74,29 @@ class _StateCollector(Collector):
             kv_usage.add_metric([name], load.kv_usage if load else 0.0)
             preemptions.add_metric([name], load.preemptions if load else 0.0)
         yield from (capacity, use, healthy, running, waiting, kv_usage, preemptions)
+
+    def _half_lives(self) -> Iterator[Metric]:
+        core = self.service.coordinator
+        used = GaugeMetricFamily(
+            "tao_node_credit_half_life_seconds",
+            "Half-life cache credit decays with on each node: fitted, or the configured one; absent without decay.",
+            labels=["node"],
+        )
+        fitted = GaugeMetricFamily(
+            "tao_node_credit_half_life_fitted_seconds",
+            "Half-life fitted from the retention observed on each node, used or not; absent before enough evidence.",
+            labels=["node"],
+        )
+        observations = CounterMetricFamily(
+            "tao_node_retention_observations", "Observations that fed the node's half-life fit.", labels=["node"]
+        )
+        for name, node in sorted(core.state.nodes.items()):
+            if (half_life := node_half_life(node, core.settings)) is not None:
+                used.add_metric([name], half_life)
+            if (estimate := core.half_lives.estimate(name)) is not None:
+                fitted.add_metric([name], estimate)
+            observations.add_metric([name], core.half_lives.observations(name))
+        yield from (used, fitted, observations)
 
 
 class ServiceMetrics:

@@ -30,10 +30,10 @@ from ..config import CoordinatorConfig, NodeConfig
 from ..core.actions import Action, Admit, Expired, Interrupt, Route, StartPlan
 from ..core.coordinator import Coordinator
 from ..core.events import Acquire, CacheResidency, Event, NodeUpdate, Tick, ToolEnd
+from ..core.forecast import ToolHistory, learned_duration
 from ..core.model import Phase
 from ..core.plan import PlanFinished
 from ..core.policies import make_policy
-from ..core.signals.duration import DurationHistory
 from ..core.snapshot import PlanJob
 from ..fleet.kv_index import NodeKvIndex
 from ..fleet.kv_subscriber import KvEventSubscriber
@@ -58,9 +58,15 @@ class CoordinatorService:
     def __init__(self, config: CoordinatorConfig) -> None:
         self.config = config
         self.nodes: dict[str, NodeConfig] = {node.name: node for node in config.nodes}
-        self.store = HistoryStore(config.server.state_dir)
-        history = DurationHistory(config.core.estimator_window)
-        history.load(self.store.load(config.core.estimator_window))
+        core = config.core
+        self.store = HistoryStore(config.server.state_dir, core.forecast_window, core.forecast_max_levels)
+        history = ToolHistory(core.forecast_window, core.forecast_max_levels, core.forecast_session_window)
+        loaded = 0
+        for key, duration in self.store.load():
+            history.add(key, duration)
+            loaded += 1
+        self.store.prune()
+        log.info("loaded %d tool durations into %d learned levels from %s", loaded, history.levels, self.store.path)
         policy = make_policy(config.policy.name)
         self.coordinator = Coordinator(policy, config.core, history=history, inline_planning=False)
         self.metrics = ServiceMetrics(self)
@@ -237,7 +243,8 @@ class CoordinatorService:
         assert running is not None  # feed() would have raised IllegalTransition
         duration = event.duration_s if event.duration_s is not None else max(0.0, now - running.started_at)
         self.metrics.estimator_error_seconds.observe(abs(running.predicted_end - running.started_at - duration))
-        self.store.record(running.tool, duration, time.time())
+        # what the history learned, so a restart replays the same values
+        self.store.record(running.tool, running.program, learned_duration(running.hints, duration), time.time())
 
     def wall_to_core(self, unix_time: float) -> float:
         return self.now() + (unix_time - time.time())

@@ -5,7 +5,7 @@
 | tao, tao-no-*       | admission (plans)             | design §4–§5, `tao.py`                                      |
 | tao-static-admit    | admission (plans)             | TAO with the static utilisation target, `admission.py`      |
 | tao-spread          | admission (plans)             | prototype: TAO with worst-fit ties, `tao_spread.py`         |
-| tao-survival        | admission (plans)             | prototype: TAO with survival readiness, `tao_survival.py`   |
+| tao-paper, tao-bound| admission (plans)             | TAO with the published / the previous binary readiness rule |
 | round-robin         | per-request router            | §5.11                                                       |
 | least-loaded        | per-request router            | §5.11                                                       |
 | sglang-cache-aware  | per-request router            | §2 (SMG `cache_aware`, Python/CLI defaults)                 |
@@ -36,21 +36,22 @@ from .round_robin import RoundRobinPolicy
 from .sglang import SglangCacheAwarePolicy
 from .tao import (
     tao,
+    tao_bound,
     tao_no_cache,
     tao_no_decay,
     tao_no_dp,
     tao_no_readiness,
+    tao_paper,
     tao_plain_footprint,
     tao_static_admit,
 )
 from .tao_spread import tao_spread
-from .tao_survival import tao_survival
 from .thunderagent import thunderagent, thunderagent_paper
 
 
-def _unseeded(factory: Callable[[], Policy]) -> Callable[..., Policy]:
-    def make(*, seed: int = 0) -> Policy:
-        return factory()
+def _unseeded(factory: Callable[..., Policy]) -> Callable[..., Policy]:
+    def make(*, seed: int = 0, **options: object) -> Policy:
+        return factory(**options)
 
     return make
 
@@ -64,7 +65,8 @@ POLICIES: dict[str, Callable[..., Policy]] = {
     "tao-plain-footprint": _unseeded(tao_plain_footprint),
     "tao-static-admit": _unseeded(tao_static_admit),
     "tao-spread": tao_spread,
-    "tao-survival": tao_survival,
+    "tao-paper": _unseeded(tao_paper),
+    "tao-bound": _unseeded(tao_bound),
     "round-robin": _unseeded(RoundRobinPolicy),
     "least-loaded": LeastLoadedPolicy,
     "sglang-cache-aware": SglangCacheAwarePolicy,
@@ -92,8 +94,10 @@ ABLATIONS = (
     "tao-no-cache",
     "tao-plain-footprint",
     "tao-static-admit",
+    "tao-paper",
+    "tao-bound",
 )
-VARIANTS = ("tao-spread", "tao-survival")
+VARIANTS = ("tao-spread",)
 """Prototype variants of TAO, benchmarked beside it but never counted as TAO or as a baseline."""
 
 

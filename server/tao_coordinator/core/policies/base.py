@@ -30,6 +30,11 @@ Optional attributes, read through the helpers below so a policy that lacks them 
 - `cache_kept(node_id, asked_tokens, kept_tokens, now)` — at the end of a call by a session that held its place on
   the node since its previous call there: how much of that call's context the node was asked to keep (whole blocks,
   as vLLM can hit them) and how much the call found cached. Less kept than asked: vLLM evicted a cache TAO reserved.
+- `readiness_rule: ReadinessRule | None` — how running tools' readiness is forecast (`forecast/forecaster.py`):
+  `forecast`, or the binary `bound` and `paper` rules. None (the default): the policy reads no readiness, so no
+  schedule is built and time alone wakes nothing for it.
+- `readiness_horizon: "adaptive" | "fixed"` — whether the `forecast` rule's horizon follows load
+  (`forecast/horizon.py`) or stays at `readiness_horizon_s` (the default).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 from ..events import Event
+from ..forecast import ReadinessRule
 from ..model import Node, NodeId, Session
 from ..plan import Plan
 from ..settings import CoreSettings
@@ -111,3 +117,12 @@ def policy_cache_kept(policy: Policy, node_id: NodeId, asked_tokens: int, kept_t
     cache_kept = getattr(policy, "cache_kept", None)
     if cache_kept is not None:
         cache_kept(node_id, asked_tokens, kept_tokens, now)
+
+
+def policy_readiness_rule(policy: Policy) -> ReadinessRule | None:
+    rule: ReadinessRule | None = getattr(policy, "readiness_rule", None)
+    return rule
+
+
+def adapts_horizon(policy: Policy) -> bool:
+    return bool(getattr(policy, "readiness_horizon", "fixed") == "adaptive")

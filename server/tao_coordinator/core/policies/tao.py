@@ -9,12 +9,13 @@
 | tao-no-cache        | readiness, held footprint, stability               | exact            | adaptive  |
 | tao-plain-footprint | cache credit, readiness, footprint, stability      | exact            | adaptive  |
 | tao-static-admit    | as tao                                             | exact            | static    |
+| tao-paper           | as tao, readiness by the published binary rule     | exact            | adaptive  |
+| tao-bound           | as tao, readiness by the previous binary rule      | exact            | adaptive  |
 
-Stability (1 on the session's current node) only breaks ties; see `signals/stability.py`. A session is routed to the
-node it holds a place on. Admission (`admission.py`): *adaptive* — a session without a place is admitted at once
-on a node with room for its whole footprint (else it waits for the next plan), and each node's utilisation target
-rises from the configured one towards 1.0 while vLLM keeps the caches TAO reserved, and falls when it evicts one or
-preempts; *static* — today's rule before it: wait for a plan, fill every node to the configured target.
+Readiness (`forecast/forecaster.py`): `tao` counts Q·P(the tool returns within H), rounded, from the learned
+forecast with the adaptive H (`tao[horizon=fixed]`: H = `readiness_horizon_s`); `tao-paper` is the write-up's rule
+(ready when the printed duration bound ends within H = 1 s); `tao-bound` the rule before the forecast (the
+corrected empirical-Bernstein bound, H = `readiness_horizon_s`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 from ..events import Event, NodeRemoved
+from ..forecast import ReadinessRule
 from ..model import Node, NodeId, Session
 from ..plan import Plan
 from ..settings import CoreSettings
@@ -34,13 +36,26 @@ from .admission import AdaptiveTarget, FastAdmit
 from .placement import build_problem, plan_from_solution
 
 Admission = Literal["adaptive", "static"]
+Horizon = Literal["adaptive", "fixed"]
 
 
 class TaoPolicy:
     plans = True
 
-    def __init__(self, name: str, signals: list[Signal], exact: bool = True, admission: Admission = "adaptive") -> None:
+    def __init__(
+        self,
+        name: str,
+        signals: list[Signal],
+        exact: bool = True,
+        admission: Admission = "adaptive",
+        readiness_rule: ReadinessRule | None = "forecast",
+        horizon: Horizon = "adaptive",
+    ) -> None:
+        if horizon not in ("adaptive", "fixed"):
+            raise TypeError(f"horizon: one of adaptive, fixed, got {horizon!r}")
         self.name = name
+        self.readiness_rule = readiness_rule
+        self.readiness_horizon = horizon
         self.values = ValueModel(signals)
         self.exact = exact
         self.admission = admission
@@ -89,8 +104,9 @@ class TaoPolicy:
             self._target.forget(event.node_id)
 
 
-def tao() -> TaoPolicy:
-    return TaoPolicy("tao", [CacheCredit(), Readiness(), HeldFootprint(), Stability()])
+def tao(horizon: Horizon = "adaptive") -> TaoPolicy:
+    """`tao[horizon=fixed]` keeps H at `readiness_horizon_s`."""
+    return TaoPolicy("tao", [CacheCredit(), Readiness(), HeldFootprint(), Stability()], horizon=horizon)
 
 
 def tao_no_dp() -> TaoPolicy:
@@ -98,7 +114,7 @@ def tao_no_dp() -> TaoPolicy:
 
 
 def tao_no_readiness() -> TaoPolicy:
-    return TaoPolicy("tao-no-readiness", [CacheCredit(), HeldFootprint(), Stability()])
+    return TaoPolicy("tao-no-readiness", [CacheCredit(), HeldFootprint(), Stability()], readiness_rule=None)
 
 
 def tao_no_decay() -> TaoPolicy:
@@ -115,3 +131,11 @@ def tao_plain_footprint() -> TaoPolicy:
 
 def tao_static_admit() -> TaoPolicy:
     return TaoPolicy("tao-static-admit", [CacheCredit(), Readiness(), HeldFootprint(), Stability()], admission="static")
+
+
+def tao_paper() -> TaoPolicy:
+    return TaoPolicy("tao-paper", [CacheCredit(), Readiness(), HeldFootprint(), Stability()], readiness_rule="paper")
+
+
+def tao_bound() -> TaoPolicy:
+    return TaoPolicy("tao-bound", [CacheCredit(), Readiness(), HeldFootprint(), Stability()], readiness_rule="bound")

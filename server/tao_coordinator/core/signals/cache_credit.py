@@ -1,7 +1,8 @@
 """Cache credit k(i, b): evidence, in credit units, that node b still holds session i's prefix (design §4).
 
 Sources, best first: live KV events (exact, no decay), usage reported at the end of a call (the node held the whole
-context then), an estimate from the node's prefix hit rate. Snapshot evidence decays as k0·2^(−τ/h) with its age τ.
+context then), an estimate from the node's prefix hit rate. Snapshot evidence decays as k0·2^(−τ/h) with its age τ,
+h the node's own (fitted from observed retention, `retention.py`) or the configured one.
 The result is floored to whole units of `credit_unit_tokens`; below one unit it is 0.
 
 Invariants: credit is 0 on nodes that are not in the context (unhealthy or removed); for one node only the best
@@ -13,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from ..model import CacheEvidence, EvidenceSource, NodeId, Session
+from ..model import CacheEvidence, EvidenceSource, Node, NodeId, Session
 from ..settings import CoreSettings
 from .base import SignalContext
 
@@ -26,6 +27,14 @@ def decayed_tokens(evidence: CacheEvidence, now: float, half_life_s: float | Non
         return tokens
     age = max(0.0, now - evidence.observed_at)
     return tokens * math.pow(2.0, -age / half_life_s)
+
+
+def node_half_life(node: Node, settings: CoreSettings) -> float | None:
+    """The half-life of snapshot evidence on `node`: its fitted one, else the configured one; None (no decay) when
+    the settings turn decay off."""
+    if settings.credit_half_life_s is None:
+        return None
+    return node.credit_half_life_s or settings.credit_half_life_s
 
 
 def best_evidence(evidence: tuple[CacheEvidence, ...]) -> dict[NodeId, CacheEvidence]:
@@ -67,12 +76,12 @@ class CacheCredit:
         if not session.evidence:
             return {}
         unit = ctx.settings.credit_unit_tokens
-        half_life = ctx.settings.credit_half_life_s if self.decay else None
         credits: dict[NodeId, int] = {}
         for node_id, evidence in best_evidence(session.evidence).items():
             node = ctx.nodes.get(node_id)
             if node is None:
                 continue
+            half_life = node_half_life(node, ctx.settings) if self.decay else None
             units = int(decayed_tokens(evidence, ctx.now, half_life, node.prefix_hit_rate) // unit)
             if units > 0:
                 credits[node_id] = units

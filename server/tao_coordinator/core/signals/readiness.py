@@ -1,8 +1,14 @@
-"""Readiness r(i) ∈ {0, 1}: will the session want the LLM within the horizon H (design §4)?
+"""Readiness r(i) ∈ {0, …, Q}: how likely the session is to want the LLM within the horizon H (design §4).
 
-r = 1 when the session is not in a tool (new, ready, admitted: it is about to call), or when every running tool is
-predicted to return within H, or a prediction has expired (elapsed past it; `Coordinator` re-estimates it at most
-every `reestimate_interval_s`). r = 0 otherwise, and for sessions inside an LLM call (they are not candidates).
+A session in a tool counts the level its tools' readiness schedules give now (`forecast/forecaster.py`: ⌊Q·P(the
+call returns within H | the time it has run, its key, its hints)⌋ under the `forecast` rule; 0 or Q under the binary
+rules). With several tools running, the least of them: the session wants the LLM only when all have returned. A
+session that is not in a tool (new, ready, admitted) is about to call: Q. A session inside an LLM call is not a
+candidate: 0. Q is `readiness_levels`.
+
+Why a quantised probability keeps the plan exact: the component is an integer per session, so its sum over a plan
+is an integer bounded by Q × the sessions, and the lexicographic order of integer tuples is what the solver
+searches exactly; the planner never sees the probability itself, only the level fixed when the schedule was made.
 """
 
 from __future__ import annotations
@@ -13,18 +19,10 @@ from ..model import NodeId, Phase, Session
 from .base import NO_NODES, SignalContext
 
 
-def is_ready(session: Session, now: float, horizon_s: float) -> bool:
+def readiness_level(session: Session, now: float, levels: int) -> int:
     if session.phase is Phase.IN_TOOL:
-        return max(tool.predicted_end for tool in session.tools) - now <= horizon_s
-    return session.phase in (Phase.WAITING, Phase.ADMITTED, Phase.READY)
-
-
-def next_flip(session: Session, now: float, horizon_s: float) -> float | None:
-    """When an in-tool session becomes ready, if it is not yet."""
-    if session.phase is not Phase.IN_TOOL:
-        return None
-    at = max(tool.predicted_end for tool in session.tools) - horizon_s
-    return at if at > now else None
+        return min(tool.readiness.level_at(now) for tool in session.tools)
+    return levels if session.phase in (Phase.WAITING, Phase.ADMITTED, Phase.READY) else 0
 
 
 class Readiness:
@@ -32,7 +30,7 @@ class Readiness:
     node_dependent = False
 
     def base(self, session: Session, ctx: SignalContext) -> int:
-        return int(is_ready(session, ctx.now, ctx.settings.readiness_horizon_s))
+        return readiness_level(session, ctx.now, ctx.settings.readiness_levels)
 
     def on_nodes(self, session: Session, ctx: SignalContext) -> Mapping[NodeId, int]:
         return NO_NODES

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...core.events import PROGRAM_PATTERN
 from ...core.model import ToolHints
 from ..prompt import BlockRun, Prompt
 from .blocks import MINI_SWE, namespace_base, output_block_runs
@@ -104,10 +105,15 @@ def mini_swe_script(record: Mapping[str, Any], slot: int, llm_time: LlmTimeModel
         previous = steps[index - 1]
         gap = float(step["created"]) - float(previous["created"])
         tool_s = llm_time.tool_time_s(gap, int(previous["prompt_tokens"]), int(previous["completion_tokens"]))
-        tool = command_tool(previous.get("command"), int(previous.get("n_actions", 1)))
-        hints = command_hints(previous.get("command")) if tool != TOOL_FORMAT_ERROR else None
-        output = int(step["completion_tokens"])
-        requests.append(RequestSpec(prompt, output, tally.apply("tool", tool_s), "tool", tool, hints, produced))
+        program = command_tool(previous.get("command"), int(previous.get("n_actions", 1)))
+        output, gap_s = int(step["completion_tokens"]), tally.apply("tool", tool_s)
+        if program == TOOL_FORMAT_ERROR:  # no command ran: the harness answered the model itself
+            requests.append(RequestSpec(prompt, output, gap_s, "tool", TOOL_FORMAT_ERROR, None, produced))
+        else:
+            hints = command_hints(previous.get("command"))
+            requests.append(
+                RequestSpec(prompt, output, gap_s, "tool", "bash", hints, produced, reported_program(program))
+            )
     meta = ScriptMeta(SOURCE, str(record.get("model", "")), SHARED_PREFIX_TOKENS, str(record["instance_id"]))
     return SessionScript(str(record["instance_id"]), tuple(requests), meta)
 
@@ -138,6 +144,11 @@ def command_tool(command: str | None, n_actions: int = 1) -> str:
         if words and words[0] != "cd" and not words[0].startswith("#"):
             return words[0].rsplit("/", 1)[-1] or words[0]
     return command.split()[0]
+
+
+def reported_program(program: str) -> str | None:
+    """What a live client sends as the program: the name if it is a plain file name, else nothing."""
+    return program if PROGRAM_PATTERN.fullmatch(program) else None
 
 
 def command_hints(command: str | None) -> ToolHints:

@@ -56,6 +56,8 @@ class RequestSpec:
     hints: ToolHints | None = None
     """What the tool call said about its duration, when the trace tells (mini-swe-agent: 60 s timeout, `sleep N`)."""
     output_block_runs: tuple[BlockRun, ...] = ()
+    program: str | None = None
+    """For a shell tool: the program its command ran first, as a live client would report it."""
 
     def __post_init__(self) -> None:
         if self.output_tokens < 0 or self.gap_before_s < 0:
