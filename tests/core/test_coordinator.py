@@ -106,10 +106,13 @@ def test_a_tool_about_to_return_keeps_its_place_over_a_stale_one():
         start(c, s)
     for s in ("s0", "s1"):
         finish_call(c, s, 1.0)
+    for k in range(20):  # what `bash` takes beyond its sleeps: half a second
+        c.on_event(ToolStart("s0", f"learn-{k}", "bash"), 1.0)
+        c.on_event(ToolEnd("s0", f"learn-{k}", duration_s=0.5), 1.0)
     c.on_event(ToolStart("s0", "t", "bash", ToolHints(sleep_s=200)), 1.0)
     c.on_event(ToolStart("s1", "t", "bash", ToolHints(sleep_s=70)), 1.0)
-    # at 71 s both credits are gone and s1's sleep is over, so it may return any moment; s0 sleeps on: s0 yields
-    actions = c.on_event(Tick(), 71.0)
+    # at 70.5 s both credits are gone and s1's sleep is nearly over, so it is about to return; s0 sleeps on: s0 yields
+    actions = c.on_event(Tick(), 70.5)
     assert Interrupt("s0", "a") in actions and Admit("s2", "a") in actions
     assert phases(c)["s1"] == (Phase.IN_TOOL, "a")
 

@@ -73,16 +73,17 @@ def _tool(flip, top=4):
 
 def test_readiness_by_phase_and_schedule():
     r = Readiness()
-    top = SETTINGS.readiness_levels
+    top = 4
     for phase in (Phase.WAITING, Phase.ADMITTED, Phase.READY):
-        assert r.base(session(phase=phase, node="a" if phase is Phase.ADMITTED else None), ctx(0.0)) == top
-    assert r.base(session(phase=Phase.IN_LLM, node="a"), ctx(0.0)) == 0
+        waiting = session(phase=phase, node="a" if phase is Phase.ADMITTED else None)
+        assert r.base(waiting, ctx(0.0, readiness_levels=top)) == top
+    assert r.base(session(phase=Phase.IN_LLM, node="a"), ctx(0.0, readiness_levels=top)) == 0
     in_tool = session(phase=Phase.IN_TOOL, tools=(_tool(9.0),))
-    assert r.base(in_tool, ctx(8.0)) == 0
-    assert r.base(in_tool, ctx(9.0)) == top
+    assert r.base(in_tool, ctx(8.0, readiness_levels=top)) == 0
+    assert r.base(in_tool, ctx(9.0, readiness_levels=top)) == top
     two = session(phase=Phase.IN_TOOL, tools=(_tool(9.0), _tool(29.0, top=2)))
-    assert r.base(two, ctx(9.5)) == 0  # ready only when every tool is
-    assert r.base(two, ctx(30.0)) == 2  # and as ready as the least ready
+    assert r.base(two, ctx(9.5, readiness_levels=top)) == 0  # ready only when every tool is
+    assert r.base(two, ctx(30.0, readiness_levels=top)) == 2  # and as ready as the least ready
 
 
 def test_footprint_subtracts_the_shared_prefix_and_adds_expected_output():

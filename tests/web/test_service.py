@@ -193,10 +193,13 @@ async def test_metrics_are_prometheus_text_and_move(tmp_path, fleet):
         assert await c.metric("tao_plans_total", outcome="applied") >= 1
         assert await c.metric("tao_plan_seconds_count") == c.service.coordinator.planner.stats.started
         assert await c.metric("tao_plans_uncertified_total") == 0
+        assert await c.metric("tao_readiness_horizon_seconds") == c.service.coordinator.settings.readiness_horizon_s
+        assert await c.metric("tao_forecast_levels_evicted_total") == 0
         end = {"node": grant["node"], "prompt_tokens": PROMPT, "completion_tokens": 10}
         await c.call("POST", f"/v1/sessions/{session}/llm_end", end, token)
         await c.call("POST", f"/v1/sessions/{session}/tool_start", {"call_id": "t", "tool": "ls"}, token)
         await c.call("POST", f"/v1/sessions/{session}/tool_end", {"call_id": "t", "duration_s": 1.0}, token)
+        assert await c.metric("tao_forecast_levels") == 2  # "ls" and every tool
         # no history yet: the prediction was the prior's median, 5 s, so 4 s off
         assert await c.metric("tao_estimator_abs_error_seconds_sum") == pytest.approx(4.0, abs=0.01)
         for name in ("tao_node_running_requests", "tao_node_waiting_requests", "tao_node_kv_usage"):

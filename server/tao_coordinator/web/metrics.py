@@ -50,6 +50,23 @@ class _StateCollector(Collector):
         )
         yield from self._nodes()
         yield from self._half_lives()
+        yield from self._forecast()
+
+    def _forecast(self) -> Iterator[Metric]:
+        core = self.service.coordinator
+        yield GaugeMetricFamily(
+            "tao_readiness_horizon_seconds", "The horizon H readiness is forecast for now.", value=core.horizon.value_s
+        )
+        yield GaugeMetricFamily(
+            "tao_forecast_levels",
+            "Learned tool-duration levels kept (capped at forecast_max_levels).",
+            value=core.history.levels,
+        )
+        yield CounterMetricFamily(
+            "tao_forecast_levels_evicted",
+            "Learned levels dropped by the cap, least recently used first.",
+            value=core.history.evicted,
+        )
 
     def _nodes(self) -> Iterator[Metric]:
         core = self.service.coordinator
