@@ -73,7 +73,7 @@ def test_the_paper_rule_is_binary_with_a_one_second_horizon_whatever_the_setting
 
 
 def test_sessions_served_from_the_pool_after_a_wait_lengthen_the_horizon():
-    c = fleet()
+    c = fleet("tao[horizon=adaptive]")
     for s in ("s0", "s1"):
         call(c, s, 0.0)  # they fill the node
     c.on_event(Acquire("s0"), 1.0)
@@ -90,7 +90,7 @@ def test_sessions_served_from_the_pool_after_a_wait_lengthen_the_horizon():
 
 
 def test_a_change_of_horizon_reforecasts_every_running_tool():
-    c = fleet()
+    c = fleet("tao[horizon=adaptive]")
     call(c, "s0", 0.0)
     teach(c, "s0", [20.0] * 20)
     c.on_event(ToolStart("s0", "t", "bash", program="pytest"), 1.0)
@@ -102,8 +102,8 @@ def test_a_change_of_horizon_reforecasts_every_running_tool():
     assert after.times[0] == pytest.approx(1.0 + 20.0 - 8.0)  # back within 8 s from 12 s after its start
 
 
-def test_a_fixed_horizon_never_moves():
-    c = fleet("tao[horizon=fixed]")
+def test_the_default_horizon_never_moves():
+    c = fleet()
     call(c, "s0", 0.0)
     for _ in range(40):
         c._observe_wait(8.0, 2.0)

@@ -27,8 +27,8 @@ class CoreSettings(BaseModel):
     is about what an H100 prefills in a few milliseconds: less than that is not worth holding a place for."""
 
     readiness_horizon_s: float = Field(default=1.0, ge=0)
-    """H: readiness asks whether a tool returns within this many seconds. For `tao`, whose H adapts to load
-    (`forecast/horizon.py`), the least H; `tao-bound` and `tao[horizon=fixed]` use it as is, `tao-paper` 1 s."""
+    """H: readiness asks whether a tool returns within this many seconds (`tao`, `tao-bound`; `tao-paper` always
+    1 s). For `tao[horizon=adaptive]`, whose H follows load (`forecast/horizon.py`), the least H."""
 
     readiness_levels: int = Field(default=1, ge=1)
     """Q: a session in a tool counts Q·P(it returns within H), rounded, so 0…Q; one not in a tool counts Q. With

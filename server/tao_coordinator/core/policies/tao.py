@@ -13,7 +13,7 @@
 | tao-bound           | as tao, readiness by the previous binary rule      | exact            | adaptive  |
 
 Readiness (`forecast/forecaster.py`): `tao` counts Q·P(the tool returns within H), rounded, from the learned
-forecast with the adaptive H (`tao[horizon=fixed]`: H = `readiness_horizon_s`); `tao-paper` is the write-up's rule
+forecast, H = `readiness_horizon_s` (`tao[horizon=adaptive]`: H follows load); `tao-paper` is the write-up's rule
 (ready when the printed duration bound ends within H = 1 s); `tao-bound` the rule before the forecast (the
 corrected empirical-Bernstein bound, H = `readiness_horizon_s`).
 """
@@ -104,8 +104,8 @@ class TaoPolicy:
             self._target.forget(event.node_id)
 
 
-def tao(horizon: Horizon = "adaptive") -> TaoPolicy:
-    """`tao[horizon=fixed]` keeps H at `readiness_horizon_s`."""
+def tao(horizon: Horizon = "fixed") -> TaoPolicy:
+    """`tao[horizon=adaptive]` lets H follow the waits of the pool (`forecast/horizon.py`); measured no better."""
     return TaoPolicy("tao", [CacheCredit(), Readiness(), HeldFootprint(), Stability()], horizon=horizon)
 
 
