@@ -2,11 +2,11 @@
 
 Three rules turn the learned history into a running call's readiness schedule (`ReadinessSchedule`):
 
-| rule       | readiness                                   | horizon H                    | duration prediction      |
-|------------|---------------------------------------------|------------------------------|--------------------------|
-| `forecast` | Q·P(T ≤ a + H │ T > a, key, hints), rounded | adaptive (`horizon.py`)      | the forecast's median    |
-| `bound`    | Q when the predicted end is within H, else 0 | `readiness_horizon_s`        | empirical-Bernstein bound |
-| `paper`    | the same                                    | 1 s                          | the bound as printed     |
+| rule       | readiness                                    | horizon H                 | duration prediction  |
+|------------|----------------------------------------------|---------------------------|----------------------|
+| `forecast` | Q·P(T ≤ a + H │ T > a, key, hints), rounded  | the setting, or adaptive  | the forecast median  |
+| `bound`    | Q when the predicted end is within H, else 0 | `readiness_horizon_s`     | corrected bound      |
+| `paper`    | the same                                     | 1 s                       | the bound as printed |
 
 a is the time the call has run and Q is `readiness_levels`. The `forecast` schedule is exact at every point where
 the empirical part of the distribution changes (each sample, and each sample minus H) and sampled on a geometric
