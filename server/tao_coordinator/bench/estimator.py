@@ -23,8 +23,9 @@ their session. mini-swe-agent replies without one bash block (nothing ran) stay 
 Binary rules (`bound`, `paper` and the statistics): once a sampled instant a is past the prediction, the prediction is
 re-estimated from the durations longer than a (`Forecaster.bound_reestimate`; the statistic of those durations).
 The coordinator instead counts an expired prediction as ready until it re-estimates, at most every
-`reestimate_interval_s`; the benchmark re-estimates at once. The statistics keep `forecast_window` durations per
-level and need `estimator_min_samples`, as the bounds do; hints cap them (timeout) and floor them (`sleep`).
+`reestimate_interval_s`; the benchmark re-estimates at once. The statistics are taken of the sample the bounds use
+(`Forecaster.learned_values`: the durations the history learned, beyond any sleep); hints cap them (timeout) and
+floor them (`sleep`).
 
 Figures: MAE, share within 0.5 s, bias (mean signed error, positive: too pessimistic), and `readiness_brier`: the
 mean of (p − o)² over the instants `sampled_instants(T)` of every call, o = 1 iff T ≤ a + H. H is `PAPER_HORIZON_S`
@@ -38,7 +39,6 @@ import heapq
 import json
 import statistics
 import sys
-from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -121,29 +121,16 @@ def _script_sessions(script: SessionScript) -> Iterator[list[ToolCall]]:
         yield from _script_sessions(launch.script)
 
 
-class _Running:
-    """The baselines' learned durations: the newest `forecast_window` per normalised tool and over every tool."""
-
-    def __init__(self, settings: CoreSettings) -> None:
-        self.settings = settings
-        self.by_tool: defaultdict[str, deque[float]] = defaultdict(lambda: deque(maxlen=settings.forecast_window))
-        self.everything: deque[float] = deque(maxlen=settings.forecast_window)
-
-    def learn(self, call: ToolCall) -> None:
-        self.by_tool[call.key.tool].append(call.duration_s)
-        self.everything.append(call.duration_s)
-
-    def predict(self, rule: Callable[[list[float]], float], call: ToolCall, longer_than: float | None) -> float:
-        """The statistic of the tool's durations (longer than `longer_than`), else every tool's, else the default."""
-        value = self.settings.default_tool_duration_s + (longer_than or 0.0)
-        for samples in (self.by_tool.get(call.key.tool, ()), self.everything):
-            values = list(samples) if longer_than is None else [x for x in samples if x > longer_than]
-            if len(values) >= self.settings.estimator_min_samples:
-                value = rule(values)
-                break
-        if call.hints.sleep_s is not None:
-            value = max(value, call.hints.sleep_s)
-        return value if call.hints.timeout_s is None else min(value, call.hints.timeout_s)
+def _statistic_prediction(
+    forecaster: Forecaster, rule: Callable[[list[float]], float], call: ToolCall, longer_than: float
+) -> float:
+    """The statistic of the sample the binary rules use (the tool's durations longer than `longer_than`, else every
+    tool's), else the default; the sleep is a floor and the timeout a cap, as for the bounds."""
+    learned = forecaster.learned_values(call.key, longer_than)
+    value = rule(learned[1]) if learned else forecaster.settings.default_tool_duration_s + longer_than
+    if call.hints.sleep_s is not None:
+        value = max(value, call.hints.sleep_s)
+    return value if call.hints.timeout_s is None else min(value, call.hints.timeout_s)
 
 
 def _binary(first: float, reestimate: Callable[[float], float], instants: Sequence[float]) -> tuple[float, list[float]]:
@@ -177,9 +164,10 @@ def _bound(forecaster: Forecaster, rule: ReadinessRule) -> Scorer:
     return score
 
 
-def _statistic(running: _Running, rule: Callable[[list[float]], float]) -> Scorer:
+def _statistic(forecaster: Forecaster, rule: Callable[[list[float]], float]) -> Scorer:
     def score(call: ToolCall, instants: Sequence[float]) -> tuple[float, list[float]]:
-        return _binary(running.predict(rule, call, None), lambda a: running.predict(rule, call, a), instants)
+        first = _statistic_prediction(forecaster, rule, call, 0.0)
+        return _binary(first, lambda a: _statistic_prediction(forecaster, rule, call, a), instants)
 
     return score
 
@@ -208,20 +196,18 @@ def evaluate(
 ) -> list[EstimatorFigures]:
     history = ToolHistory(settings.forecast_window, settings.forecast_max_levels, settings.forecast_session_window)
     forecaster = Forecaster(history, settings)
-    running = _Running(settings)
     scorers: dict[str, Scorer] = {
         "tao": _tao(forecaster),
         "bound": _bound(forecaster, "bound"),
         "paper": _bound(forecaster, "paper"),
-        "median": _statistic(running, statistics.median),
-        "mean": _statistic(running, statistics.fmean),
-        "p75": _statistic(running, _p75),
+        "median": _statistic(forecaster, statistics.median),
+        "mean": _statistic(forecaster, statistics.fmean),
+        "p75": _statistic(forecaster, _p75),
     }
     tallies = {name: _Tally() for name in scorers}
 
     def learn(call: ToolCall) -> None:
         forecaster.learn_call(call.key, call.hints, call.duration_s, call.session)
-        running.learn(call)
 
     for calls in sessions:
         pending: list[tuple[float, int, ToolCall]] = []  # calls started and not yet returned, by their end

@@ -22,7 +22,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from ..sim.cli import UsageError, load_workload
+from ..sim.cli import UsageError, load_workload, positive_numbers
 from ..sim.node import UnknownProfile, profile_by_name
 from ..sim.workloads import Workload, traces_dir
 from .planner_replay import POLICIES, Case, Row, measure
@@ -109,15 +109,6 @@ def _positive(value: int | None, name: str) -> None:
         raise UsageError(f"--{name}: must be at least 1")
 
 
-def _numbers(text: str, name: str) -> list[int]:
-    values = []
-    for part in text.split(","):
-        if not part.strip().isdigit() or int(part) < 1:
-            raise UsageError(f"--{name}: {part!r} is not a positive whole number")
-        values.append(int(part))
-    return values
-
-
 def parse_sizes(text: str) -> list[tuple[int, int]]:
     sizes = []
     for part in text.split(","):
@@ -147,7 +138,7 @@ def plan_cases(args: argparse.Namespace) -> list[Case]:
             raise UsageError(f"--node-profile: {error}") from None
     cases = []
     for trace in args.trace or ():
-        for concurrency in _numbers(args.concurrency or "16", "concurrency"):
+        for concurrency in positive_numbers(args.concurrency or "16", "concurrency"):
             profile = args.node_profile or "h100-tp2"
             generated = concurrency if trace.startswith("synthetic") else 0
             cases.append(Case(trace, concurrency, args.nodes or 4, profile, generated, args.every or 1, args.snapshots))

@@ -251,8 +251,7 @@ class Coordinator:
             else:
                 context = max(session.context_tokens, session.expected_input_tokens) + completion
                 source = EvidenceSource.ESTIMATE
-            self._report_kept(session, event, now)
-            self._observe_retention(session, event)
+            self._cache_outcome(session, event, now)
             evidence = CacheEvidence(event.node_id, context, now, source)
             changes.update(
                 context_tokens=context,
@@ -263,33 +262,35 @@ class Coordinator:
             )
         self.state.put(state_machine.llm_end(session, now, **changes))
 
-    def _report_kept(self, session: Session, event: LlmEnd, now: float) -> None:
-        """Tell the policy how much of a reserved cache the node kept, when the call's session held its place there
-        since its previous call on it (see `policies/base.py`)."""
+    def _cache_outcome(self, session: Session, event: LlmEnd, now: float) -> None:
+        """What the node kept of the session's previous context on it. A session that held its place there since
+        that call tells the policy (`cache_kept`, see `policies/base.py`): TAO reserved that cache. One that did not
+        feeds the node's half-life fit: its cache was at vLLM's mercy (a held place is protected by admission, so
+        its retention says nothing about eviction)."""
         hittable = self._hittable(session, event)
-        if hittable is None or event.cached_tokens is None or session.placed_at > hittable[0].observed_at:
-            return
-        if hittable[1] > 0:
-            policy_cache_kept(self.policy, event.node_id, hittable[1], event.cached_tokens, now)
-
-    def _observe_retention(self, session: Session, event: LlmEnd) -> None:
-        """Feed the node's half-life fit when the call's session did not hold its place there since its previous
-        call on it: only then was its cache at vLLM's mercy (a held place is protected by admission, so its
-        retention says nothing about eviction). Δt runs from the previous call's end to this call's start (the
-        session's `phase_since`), the age credit had when the call was placed. The shared prefix (system prompt,
-        tool catalog) is left out of asked and kept: other sessions keep it cached. The fit observes whether or not
-        its estimate is used (`credit_half_life_fit`), so that the estimate can be reported either way."""
-        hittable = self._hittable(session, event)
-        if hittable is None or event.cached_tokens is None or session.placed_at <= hittable[0].observed_at:
+        if hittable is None or event.cached_tokens is None:
             return
         previous, asked = hittable
-        block = self.state.nodes[event.node_id].block_size
+        if session.placed_at <= previous.observed_at:
+            if asked > 0:
+                policy_cache_kept(self.policy, event.node_id, asked, event.cached_tokens, now)
+        else:
+            self._observe_retention(session, event.node_id, previous, asked, event.cached_tokens)
+
+    def _observe_retention(
+        self, session: Session, node_id: NodeId, previous: CacheEvidence, asked: int, kept: int
+    ) -> None:
+        """Δt runs from the previous call's end to this call's start (the session's `phase_since`), the age credit
+        had when the call was placed. The shared prefix (system prompt, tool catalog) is left out of asked and kept:
+        other sessions keep it cached. The fit observes whether or not its estimate is used (`credit_half_life_fit`),
+        so that the estimate can be reported either way."""
+        block = self.state.nodes[node_id].block_size
         shared = min(asked, session.context.shared_prefix_tokens // block * block)
         elapsed = session.phase_since - previous.observed_at
-        if not self.half_lives.observe(event.node_id, elapsed, asked - shared, max(0, event.cached_tokens - shared)):
+        if not self.half_lives.observe(node_id, elapsed, asked - shared, max(0, kept - shared)):
             return
-        for node_id, node in list(self.state.nodes.items()):
-            fitted = self._fitted_half_life(node_id)
+        for fitted_id, node in list(self.state.nodes.items()):
+            fitted = self._fitted_half_life(fitted_id)
             if node.credit_half_life_s != fitted:
                 self.state.put_node(replace(node, credit_half_life_s=fitted))
 

@@ -25,7 +25,7 @@ from .model import Phase, Session
 from .plan import Placement, Plan
 from .settings import CoreSettings
 from .snapshot import PlanJob, Snapshot
-from .state import FleetState, capacity_cells
+from .state import FleetState, capacity_cells, token_cells
 
 PlanSolver = Callable[[Snapshot], Plan]
 
@@ -110,7 +110,7 @@ class _Applier:
         return done
 
     def _cells(self, placement: Placement) -> int:
-        return -(-placement.weight_tokens // self.settings.capacity_quantum_tokens)
+        return token_cells(placement.weight_tokens, self.settings)
 
     def _live(self, placement: Placement) -> Session | None:
         session = self.fleet.sessions.get(placement.session_id)

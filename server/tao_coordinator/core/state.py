@@ -109,15 +109,14 @@ class FleetState:
         """Capacity cells held per node by the sessions that hold places there, at their current footprint —
         charged as the planner charges them (`policies/placement.py`): a session outside a call at most the
         largest plannable capacity, so a plan the solver found feasible is feasible here too."""
-        quantum = settings.capacity_quantum_tokens
-        largest = max((capacity_cells(n, settings) for n in self.nodes.values() if n.healthy), default=0) * quantum
+        largest = largest_plannable_tokens(self.nodes.values(), settings)
         used: dict[NodeId, int] = {}
         for session in self.sessions.values():
             if session.node is not None:
                 tokens = footprint_tokens(session, settings)
                 if session.phase is not Phase.IN_LLM:
                     tokens = min(tokens, largest)
-                used[session.node] = used.get(session.node, 0) + -(-tokens // quantum)
+                used[session.node] = used.get(session.node, 0) + token_cells(tokens, settings)
         return used
 
 
@@ -126,3 +125,16 @@ def capacity_cells(node: Node, settings: CoreSettings) -> int:
     adapts it, else the settings'), rounded down."""
     target = settings.utilization_target if node.utilization_target is None else node.utilization_target
     return int(node.capacity_tokens * target) // settings.capacity_quantum_tokens
+
+
+def token_cells(tokens: int, settings: CoreSettings) -> int:
+    """Cells that `tokens` occupy: rounded up, as vLLM allocates whole blocks."""
+    return -(-tokens // settings.capacity_quantum_tokens)
+
+
+def largest_plannable_tokens(nodes: Iterable[Node], settings: CoreSettings) -> int:
+    """The largest capacity any healthy node offers the planner, in tokens: the most a session outside a call is
+    charged, so that no session is too large to place anywhere."""
+    return max((capacity_cells(node, settings) for node in nodes if node.healthy), default=0) * (
+        settings.capacity_quantum_tokens
+    )

@@ -72,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _numbers(text: str, name: str) -> list[int]:
+def positive_numbers(text: str, name: str) -> list[int]:
     values = []
     for part in text.split(","):
         if not part.strip().isdigit() or int(part) < 1:
@@ -149,7 +149,7 @@ def describe(workload: Workload) -> str:
 def run(args: argparse.Namespace) -> int:
     try:
         policies = _policies(args.policy)
-        concurrencies = _numbers(args.concurrency, "concurrency")
+        concurrencies = positive_numbers(args.concurrency, "concurrency")
         timing = plan_timing(args)
         settings = core_settings(args)
         if args.nodes < 1:

@@ -2,7 +2,7 @@
 (`predictive.py`), the readiness rules (`forecaster.py`), the adaptive horizon (`horizon.py`)."""
 
 from .bounds import SampleStats, empirical_bernstein_bound
-from .forecaster import PAPER_HORIZON_S, READINESS_RULES, Forecaster, Prediction, ReadinessRule, learned_duration
+from .forecaster import PAPER_HORIZON_S, Forecaster, Prediction, ReadinessRule, learned_duration
 from .history import MEMORY_PER_LEVEL_BYTES, Samples, ToolHistory
 from .horizon import AdaptiveHorizon
 from .keys import ALL_TOOLS, ToolKey, normalise_tool
@@ -12,7 +12,6 @@ __all__ = [
     "ALL_TOOLS",
     "MEMORY_PER_LEVEL_BYTES",
     "PAPER_HORIZON_S",
-    "READINESS_RULES",
     "AdaptiveHorizon",
     "Forecaster",
     "Prediction",

@@ -31,7 +31,6 @@ from .keys import ALL_TOOLS, ToolKey
 from .predictive import Predictive, Smoothing, ToolForecast
 
 ReadinessRule = Literal["forecast", "bound", "paper"]
-READINESS_RULES: tuple[ReadinessRule, ...] = ("forecast", "bound", "paper")
 PAPER_HORIZON_S = 1.0
 MAX_STEPS = 32
 """Steps kept per schedule: a call's wake-ups are bounded whatever its distribution looks like."""
@@ -95,19 +94,25 @@ class Forecaster:
 
     # --- the binary rules ----------------------------------------------------------------------------------
 
-    def _bound(self, rule: ReadinessRule, key: ToolKey, cap: float | None, longer_than: float) -> Prediction | None:
-        settings = self.settings
+    def learned_values(self, key: ToolKey, longer_than: float = 0.0) -> tuple[str, list[float]] | None:
+        """The binary rules' sample: the durations of the tool (source "tool"), else of every tool ("global"), that
+        are longer than `longer_than` when it is positive, once there are `estimator_min_samples` of them."""
         for source, level in (("tool", key.tool), ("global", ALL_TOOLS)):
             samples = self.history.shared(level)
             if samples is None:
                 continue
-            values = [x for x in samples.values() if x > longer_than]
-            if len(values) >= settings.estimator_min_samples:
-                stats = SampleStats.of(values)
-                if rule == "paper":
-                    return Prediction(stats.printed_bound(settings.estimator_delta, cap), source)
-                return Prediction(stats.bound(settings.estimator_delta, cap), source)
+            values = list(samples.values()) if longer_than <= 0 else [x for x in samples.values() if x > longer_than]
+            if len(values) >= self.settings.estimator_min_samples:
+                return source, values
         return None
+
+    def _bound(self, rule: ReadinessRule, key: ToolKey, cap: float | None, longer_than: float) -> Prediction | None:
+        learned = self.learned_values(key, longer_than)
+        if learned is None:
+            return None
+        source, values = learned
+        stats, delta = SampleStats.of(values), self.settings.estimator_delta
+        return Prediction(stats.printed_bound(delta, cap) if rule == "paper" else stats.bound(delta, cap), source)
 
     def bound_prediction(self, rule: ReadinessRule, key: ToolKey, hints: ToolHints, now: float) -> Prediction:
         if hints.background:

@@ -108,7 +108,7 @@ class ToolForecast:
     background: bool = False
 
     def _conditional(self, elapsed: NDArray[np.float64], x: NDArray[np.float64]) -> NDArray[np.float64]:
-        """P(T ≤ x | T > elapsed), elementwise, with the floor and the cap applied."""
+        """P(T ≤ x | T > elapsed), elementwise, with the sleep's shift and the cap applied."""
         since = elapsed - self.sleep_s  # X > since is what the time run says (nothing while still asleep)
         start = np.where(since >= 0.0, self.predictive.cdf(np.maximum(since, 0.0)), 0.0)
         left = 1.0 - start

@@ -47,6 +47,7 @@ from ..settings import CoreSettings
 from ..signals.base import SignalContext
 from ..signals.cache_credit import CacheCredit
 from ..signals.footprint import footprint_tokens
+from ..state import token_cells
 
 
 class FastAdmit:
@@ -58,7 +59,7 @@ class FastAdmit:
         settings: CoreSettings,
         now: float,
     ) -> NodeId | None:
-        cells = -(-footprint_tokens(session, settings) // settings.capacity_quantum_tokens)
+        cells = token_cells(footprint_tokens(session, settings), settings)
         fitting = [node_id for node_id in nodes if room.get(node_id, 0) >= cells]
         credit = CacheCredit().on_nodes(session, SignalContext(now, settings, nodes))
         if credit:

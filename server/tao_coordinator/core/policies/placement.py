@@ -21,7 +21,7 @@ from ..signals.base import SignalContext
 from ..signals.footprint import footprint_tokens
 from ..snapshot import Snapshot
 from ..solver.problem import Item, Problem, Solution, relative_gap
-from ..state import capacity_cells
+from ..state import capacity_cells, largest_plannable_tokens, token_cells
 from ..value import Value, ValueModel
 
 
@@ -35,7 +35,6 @@ class PlacementProblem:
 
 def build_problem(snapshot: Snapshot, values: ValueModel) -> PlacementProblem:
     settings = snapshot.settings
-    quantum = settings.capacity_quantum_tokens
     healthy = [node for node in snapshot.nodes if node.healthy]
     index = {node.id: k for k, node in enumerate(healthy)}
     free = [capacity_cells(node, settings) for node in healthy]
@@ -45,18 +44,18 @@ def build_problem(snapshot: Snapshot, values: ValueModel) -> PlacementProblem:
     for session in snapshot.sessions:
         if session.phase is Phase.IN_LLM:
             if session.node in index:
-                free[index[session.node]] -= -(-footprint_tokens(session, settings) // quantum)
+                free[index[session.node]] -= token_cells(footprint_tokens(session, settings), settings)
         elif session.is_candidate:
             candidates.append(session)
 
-    largest = max((capacity_cells(node, settings) for node in healthy), default=0) * quantum
+    largest = largest_plannable_tokens(healthy, settings)
     items: list[Item] = []
     weights: list[int] = []
     for session in candidates:
         tokens = min(footprint_tokens(session, settings), largest)
         value = values.evaluate(session, ctx)
         on_nodes = {index[node]: v for node, v in value.on_nodes.items() if node in index}
-        items.append(Item(-(-tokens // quantum), value.base, on_nodes))
+        items.append(Item(token_cells(tokens, settings), value.base, on_nodes))
         weights.append(tokens)
     problem = Problem(tuple(items), tuple(max(0, cells) for cells in free))
     return PlacementProblem(problem, tuple(candidates), tuple(node.id for node in healthy), tuple(weights))
