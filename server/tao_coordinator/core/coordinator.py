@@ -93,7 +93,8 @@ class Coordinator:
         self.horizon_used_s = 0.0
         """The sum of the horizons tool starts were forecast with (over `tool_starts`: the mean H)."""
         self.tool_starts = 0
-        self._adaptive_horizon = adapts_horizon(policy)
+        self._adaptive_horizon = adapts_horizon(policy) and self.readiness_rule == "forecast"
+        """Only the `forecast` rule's horizon adapts; otherwise no wait is tracked."""
         self._pooled_at: dict[SessionId, float] = {}
         """When each session in the waiting pool asked for its call: its wait feeds the adaptive horizon."""
         self._now = -math.inf
@@ -115,7 +116,8 @@ class Coordinator:
             self.policy.observe(event, now)
         self._keep_periodic(now)
         actions += self._maybe_plan(now)
-        self._served(actions, now)
+        if self._adaptive_horizon:
+            self._served(actions, now)
         return actions
 
     def _served(self, actions: list[Action], now: float) -> None:
@@ -125,9 +127,7 @@ class Coordinator:
                 self._observe_wait(now - asked, now)
 
     def _observe_wait(self, wait_s: float, now: float) -> None:
-        if not self._adaptive_horizon or self.readiness_rule != "forecast":
-            return
-        if self.horizon.observe_wait(wait_s):
+        if self._adaptive_horizon and self.horizon.observe_wait(wait_s):
             # every running tool's schedule was forecast for the old horizon
             for session in list(self.state.sessions.values()):
                 if session.phase is Phase.IN_TOOL:
@@ -227,7 +227,7 @@ class Coordinator:
         self.state.put(replace(updated, lease_expires_at=self._lease(now)))
         if updated.phase is Phase.IN_LLM and updated.node is not None:
             return [Route(session.id, updated.node)]
-        if session.id in self.state.pool:
+        if self._adaptive_horizon and session.id in self.state.pool:
             self._pooled_at.setdefault(session.id, now)
         if not was_waiting:
             self.planner.mark_dirty()
