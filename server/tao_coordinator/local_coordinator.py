@@ -14,6 +14,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import httpx2
 
@@ -24,9 +25,14 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def wait_ready(url: str, timeout: float = 20.0) -> None:
+def wait_ready(url: str, process: subprocess.Popen[Any], timeout: float = 180.0) -> None:
+    """Until the coordinator `process` serves `url` with a healthy node. The first start after an install compiles
+    the planner's kernels (tens of seconds on a slow machine; later starts load them from Numba's cache), so the
+    wait is long, and it ends at once if the process exits."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the coordinator for {url} exited with status {process.returncode} before it was ready")
         try:
             if httpx2.get(url + "/healthz").json()["healthy_nodes"] > 0:
                 return
@@ -50,7 +56,7 @@ def local_coordinator(nodes: Sequence[str], policy: str | None = None) -> Iterat
         server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             url = f"http://127.0.0.1:{port}"
-            wait_ready(url)
+            wait_ready(url, server)
             yield url
         finally:
             server.terminate()

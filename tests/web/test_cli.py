@@ -40,7 +40,7 @@ def test_config_file_json_logs_and_a_graceful_shutdown_that_persists(tmp_path):
         server = subprocess.Popen(coordinator("--config", str(config)), stderr=subprocess.PIPE, text=True)
         try:
             url = f"http://127.0.0.1:{port}"
-            wait_ready(url)
+            wait_ready(url, server)
             api = {"Authorization": f"Bearer {TOKEN}"}
             registered = httpx2.post(f"{url}/v1/sessions", json={}, headers=api).json()
             session = {"Authorization": f"Bearer {registered['session_token']}"}

@@ -143,7 +143,7 @@ def _coordinator(state: Path, node: str, max_levels: int, log: Path) -> Iterator
         server = subprocess.Popen(command, env={**os.environ, "PYTHONUNBUFFERED": "1"}, stderr=errors)
         try:
             url = f"http://127.0.0.1:{port}"
-            wait_ready(url)
+            wait_ready(url, server)
             yield _Process(url, server.pid, log)
         finally:
             server.send_signal(signal.SIGTERM)
