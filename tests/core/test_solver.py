@@ -80,15 +80,31 @@ def test_all_fit_answers_only_with_the_upper_bound(problem):
 
 @settings(max_examples=200)
 @given(problems())
-def test_heuristics_are_feasible_and_home_first_reaches_the_optimal_credit(problem):
+def test_heuristics_are_feasible_and_both_home_starts_reach_the_optimal_credit(problem):
     exact = solve_milp(problem)
     assert exact is not None
     for fallback in (best_fit_decreasing(problem), home_first(problem)):
         assert problem.is_feasible(fallback.assignment)
         assert fallback.objective <= exact.objective
+    # the search stopped after its root returns its own start: the kernel's home start
+    kernel_start = solve_branch_and_bound(problem, None, node_limit=1)
+    assert problem.is_feasible(kernel_start.assignment)
+    assert kernel_start.objective <= exact.objective
     single_home = all(sum(v[0] > item.base[0] for v in item.on_nodes.values()) <= 1 for item in problem.items)
     if single_home and problem.items:
         assert home_first(problem).objective[0] == exact.objective[0]
+        assert kernel_start.objective[0] == exact.objective[0]
+
+
+def test_the_kernel_start_solves_each_nodes_credit_knapsack_where_greedy_would_not():
+    # by credit per cell the first session comes first, and then neither of the others fits beside it
+    dense = Item(6, (0, 1, 0, 0), {0: (7, 1, 0, 0)})
+    halves = [Item(5, (0, 1, 0, 0), {0: (5, 1, 0, 0)}) for _ in range(2)]
+    newcomer = Item(4, (0, 1, 0, 0))
+    problem = Problem((dense, *halves, newcomer), (10, 4))
+    start = solve_branch_and_bound(problem, None, node_limit=1)
+    assert start.assignment == (None, 0, 0, 1)
+    assert start.objective[0] == 10
 
 
 def test_lexicographic_order_beats_any_amount_of_lower_components():

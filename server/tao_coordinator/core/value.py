@@ -15,6 +15,7 @@ so no carry ever crosses a digit; and the largest possible sum is below `LIMIT` 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -35,6 +36,8 @@ class SessionValue:
     base: Value
     """The value on any node not in `on_nodes`."""
     on_nodes: Mapping[NodeId, Value]
+    until: float = math.inf
+    """The value holds from the evaluation's `now` until this time, the session and its nodes unchanged."""
 
 
 class ValueModel:
@@ -45,6 +48,8 @@ class ValueModel:
             raise ValueError("signals: a value needs at least one component")
         self.signals = tuple(signals)
         self._node_dependent = tuple((j, s) for j, s in enumerate(self.signals) if s.node_dependent)
+        self.node_fields = tuple(sorted({field for signal in self.signals for field in signal.node_fields}))
+        """Every `Node` attribute some signal reads: values may change when one of these does."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -52,11 +57,19 @@ class ValueModel:
 
     def evaluate(self, session: Session, ctx: SignalContext) -> SessionValue:
         base = [signal.base(session, ctx) for signal in self.signals]
-        on_nodes: dict[NodeId, list[int]] = {}
+        rows: dict[NodeId, list[int]] = {}
         for j, signal in self._node_dependent:
             for node, component in signal.on_nodes(session, ctx).items():
-                on_nodes.setdefault(node, list(base))[j] = component
-        return SessionValue(tuple(base), {node: tuple(value) for node, value in on_nodes.items()})
+                row = rows.get(node)
+                if row is None:
+                    row = rows[node] = base.copy()
+                row[j] = component
+        until = math.inf
+        for signal in self.signals:
+            changes = signal.changes_at(session, ctx)
+            if changes < until:
+                until = changes
+        return SessionValue(tuple(base), {node: tuple(row) for node, row in rows.items()}, until)
 
 
 def add(a: Value, b: Value) -> Value:

@@ -7,6 +7,12 @@ plannable capacity is charged that capacity instead: it can then be admitted alo
 than wait forever (vLLM itself accepts it up to `max_model_len`). A session's value comes from the policy's
 `ValueModel`.
 
+Values are kept from one plan to the next (`ValueCache`): a session's item is evaluated again only when its `Session`
+object changed (every transition makes a new one), when a node attribute some signal reads or the set of healthy
+nodes changed, or when `now` reached the value's next step (`SessionValue.until`). Between decision points most
+sessions change in none of these ways, so most plans evaluate a handful of sessions instead of all of them; a plan
+built with or without the cache is the same.
+
 The plan lists only changes: interruptions first (they free capacity), then moves, then admissions, each group by
 descending value, so the longest valid prefix the planner applies keeps the most valuable decisions.
 """
@@ -15,14 +21,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..model import NodeId, Phase, Session
+from ..model import Node, NodeId, Phase, Session, SessionId
 from ..plan import Placement, Plan
+from ..settings import CoreSettings
 from ..signals.base import SignalContext
 from ..signals.footprint import footprint_tokens
 from ..snapshot import Snapshot
 from ..solver.problem import Item, Problem, Solution, relative_gap
 from ..state import capacity_cells, largest_plannable_tokens, token_cells
-from ..value import Value, ValueModel
+from ..value import SessionValue, Value, ValueModel
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,32 +40,89 @@ class PlacementProblem:
     weight_tokens: tuple[int, ...]
 
 
-def build_problem(snapshot: Snapshot, values: ValueModel) -> PlacementProblem:
+@dataclass(slots=True)
+class _Kept:
+    session: Session
+    since: float
+    value: SessionValue
+    footprint: int
+    item: Item
+    """The session's item, its weight from `tokens`: the footprint, capped at the largest plannable capacity."""
+    tokens: int
+
+
+class ValueCache:
+    """What `build_problem` evaluated for each candidate at the last plan, and under which nodes and settings.
+    Owned by one policy; used by one plan at a time (the planner never runs two plans at once)."""
+
+    def __init__(self) -> None:
+        self._inputs: object = None
+        self._kept: dict[SessionId, _Kept] = {}
+        self.evaluated = 0
+        self.reused = 0
+
+    def begin(self, inputs: object) -> dict[SessionId, _Kept]:
+        """The entries still valid under `inputs`; the next plan keeps only what this one stores again."""
+        kept = self._kept if inputs == self._inputs else {}
+        self._inputs, self._kept = inputs, {}
+        return kept
+
+    def keep(self, kept: dict[SessionId, _Kept], evaluated: int) -> None:
+        self._kept = kept
+        self.evaluated += evaluated
+        self.reused += len(kept) - evaluated
+
+
+def build_problem(snapshot: Snapshot, values: ValueModel, cache: ValueCache | None = None) -> PlacementProblem:
     settings = snapshot.settings
+    now = snapshot.now
     healthy = [node for node in snapshot.nodes if node.healthy]
     index = {node.id: k for k, node in enumerate(healthy)}
     free = [capacity_cells(node, settings) for node in healthy]
-    ctx = SignalContext(snapshot.now, settings, {node.id: node for node in healthy})
+    ctx = SignalContext(now, settings, {node.id: node for node in healthy})
+    largest = largest_plannable_tokens(healthy, settings)
+    previous = {} if cache is None else cache.begin((settings, _node_inputs(healthy, values.node_fields)))
+    kept: dict[SessionId, _Kept] = {}
+    evaluated = 0
 
     candidates: list[Session] = []
+    items: list[Item] = []
+    weights: list[int] = []
     for session in snapshot.sessions:
         if session.phase is Phase.IN_LLM:
             if session.node in index:
                 free[index[session.node]] -= token_cells(footprint_tokens(session, settings), settings)
-        elif session.is_candidate:
-            candidates.append(session)
-
-    largest = largest_plannable_tokens(healthy, settings)
-    items: list[Item] = []
-    weights: list[int] = []
-    for session in candidates:
-        tokens = min(footprint_tokens(session, settings), largest)
-        value = values.evaluate(session, ctx)
-        on_nodes = {index[node]: v for node, v in value.on_nodes.items() if node in index}
-        items.append(Item(token_cells(tokens, settings), value.base, on_nodes))
+            continue
+        if session.phase is Phase.CLOSED:
+            continue
+        entry = previous.get(session.id)
+        tokens = -1
+        if entry is None or entry.session is not session or not entry.since <= now < entry.value.until:
+            value, footprint = values.evaluate(session, ctx), footprint_tokens(session, settings)
+            tokens = min(footprint, largest)
+            entry = _Kept(session, now, value, footprint, _item(value, tokens, index, settings), tokens)
+            evaluated += 1
+        else:
+            tokens = min(entry.footprint, largest)
+            if entry.tokens != tokens:
+                entry.item, entry.tokens = _item(entry.value, tokens, index, settings), tokens
+        kept[session.id] = entry
+        candidates.append(session)
+        items.append(entry.item)
         weights.append(tokens)
+    if cache is not None:
+        cache.keep(kept, evaluated)
     problem = Problem(tuple(items), tuple(max(0, cells) for cells in free))
     return PlacementProblem(problem, tuple(candidates), tuple(node.id for node in healthy), tuple(weights))
+
+
+def _item(value: SessionValue, tokens: int, index: dict[NodeId, int], settings: CoreSettings) -> Item:
+    on_nodes = {index[node]: v for node, v in value.on_nodes.items() if node in index}
+    return Item(token_cells(tokens, settings), value.base, on_nodes)
+
+
+def _node_inputs(healthy: list[Node], fields: tuple[str, ...]) -> tuple[tuple[object, ...], ...]:
+    return tuple((node.id, *(getattr(node, name) for name in fields)) for node in healthy)
 
 
 def plan_from_solution(placement: PlacementProblem, solution: Solution) -> Plan:

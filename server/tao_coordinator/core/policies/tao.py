@@ -33,7 +33,7 @@ from ..snapshot import Snapshot
 from ..solver import solve, solve_greedy
 from ..value import ValueModel
 from .admission import AdaptiveTarget, FastAdmit
-from .placement import build_problem, plan_from_solution
+from .placement import ValueCache, build_problem, plan_from_solution
 
 Admission = Literal["adaptive", "static"]
 Horizon = Literal["adaptive", "fixed"]
@@ -62,10 +62,11 @@ class TaoPolicy:
         # the scrapes carry the preemption counter and the waiting queue that the adaptive target reads
         self.inputs = frozenset({"node_load"}) if admission == "adaptive" else frozenset()
         self._fast = FastAdmit()
+        self.value_cache = ValueCache()
         self._target = AdaptiveTarget()
 
     def plan(self, snapshot: Snapshot) -> Plan:
-        placement = build_problem(snapshot, self.values)
+        placement = build_problem(snapshot, self.values, self.value_cache)
         settings = snapshot.settings
         if self.exact:
             solution = solve(placement.problem, settings.exact_node_limit)

@@ -52,7 +52,7 @@ def spread(problem: Problem, solution: Solution) -> Solution:
 
 class TaoSpreadPolicy(TaoPolicy):
     def plan(self, snapshot: Snapshot) -> Plan:
-        placement = build_problem(snapshot, self.values)
+        placement = build_problem(snapshot, self.values, self.value_cache)
         solution = spread(placement.problem, solve(placement.problem, snapshot.settings.exact_node_limit))
         return plan_from_solution(placement, solution)
 

@@ -4,6 +4,11 @@ A signal maps (session, node) to a non-negative integer, one component of the le
 not depend on the node; the few that do (cache credit, stability) differ from their `base` on a handful of nodes
 only, so a signal reports its node-independent `base` and the sparse exceptions `on_nodes`. Building a problem thus
 costs O(sessions + evidence), not O(sessions × nodes).
+
+A signal's components are a step function of time for a fixed session and fixed nodes: `changes_at` names the next
+step, and `node_fields` the node attributes it reads besides membership of the context. The planner keeps a
+session's value until either changes (`policies/placement.py`), so both must be complete: a signal that reads a node
+field it does not list, or changes before the time it names, makes plans from stale values.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ class Signal(Protocol):
     name: str
     node_dependent: bool
     """False when `on_nodes` is always empty; the value model then never calls it."""
+    node_fields: tuple[str, ...]
+    """The `Node` attributes the signal reads (beyond whether the node is in the context)."""
 
     def base(self, session: Session, ctx: SignalContext) -> int:
         """The value on any node not listed by `on_nodes`."""
@@ -37,5 +44,12 @@ class Signal(Protocol):
         """Nodes where the value differs from `base`, with that value."""
         ...
 
+    def changes_at(self, session: Session, ctx: SignalContext) -> float:
+        """The earliest time after `ctx.now` at which `base` or `on_nodes` may differ, the session and the nodes
+        unchanged; `math.inf` when only a change of either can change them."""
+        ...
+
 
 NO_NODES: Mapping[NodeId, int] = {}
+
+NO_FIELDS: tuple[str, ...] = ()

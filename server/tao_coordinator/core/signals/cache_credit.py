@@ -18,6 +18,10 @@ from ..model import CacheEvidence, EvidenceSource, Node, NodeId, Session
 from ..settings import CoreSettings
 from .base import SignalContext
 
+STEP_MARGIN_S = 1e-6
+"""`changes_at` names a drop this much before the exact crossing, so rounding in `math.pow` can never make a kept
+value outlive the fresh one (re-evaluating a little early costs nothing)."""
+
 
 def decayed_tokens(evidence: CacheEvidence, now: float, half_life_s: float | None, hit_rate: float) -> float:
     if evidence.source is EvidenceSource.KV_EVENTS:
@@ -60,29 +64,53 @@ def with_evidence(
     return tuple(e for e in kept if e.node in keep_nodes)
 
 
+def next_drop(evidence: CacheEvidence, units: int, unit: int, half_life_s: float | None, hit_rate: float) -> float:
+    """When decayed evidence worth `units` whole units now falls below them (`math.inf`: never)."""
+    if units <= 0 or half_life_s is None or evidence.source is EvidenceSource.KV_EVENTS:
+        return math.inf
+    tokens = evidence.tokens * hit_rate if evidence.source is EvidenceSource.ESTIMATE else float(evidence.tokens)
+    return evidence.observed_at + half_life_s * math.log2(tokens / (units * unit)) - STEP_MARGIN_S
+
+
 class CacheCredit:
-    """The first component of TAO's value. `decay=False` is the `tao-no-decay` ablation."""
+    """The first component of TAO's value. `decay=False` is the `tao-no-decay` ablation.
+
+    The value model asks `on_nodes` and then `changes_at` of one session in one context; both come from one pass
+    over its evidence, kept for that (session, context) pair only."""
 
     name = "cache_credit"
     node_dependent = True
+    node_fields: tuple[str, ...] = ("prefix_hit_rate", "credit_half_life_s")
 
     def __init__(self, decay: bool = True) -> None:
         self.decay = decay
+        self._last: tuple[Session, SignalContext, dict[NodeId, int], float] | None = None
 
     def base(self, session: Session, ctx: SignalContext) -> int:
         return 0
 
     def on_nodes(self, session: Session, ctx: SignalContext) -> Mapping[NodeId, int]:
-        if not session.evidence:
-            return {}
-        unit = ctx.settings.credit_unit_tokens
+        return self._credit(session, ctx)[0]
+
+    def changes_at(self, session: Session, ctx: SignalContext) -> float:
+        return self._credit(session, ctx)[1]
+
+    def _credit(self, session: Session, ctx: SignalContext) -> tuple[dict[NodeId, int], float]:
+        last = self._last
+        if last is not None and last[0] is session and last[1] is ctx:
+            return last[2], last[3]
         credits: dict[NodeId, int] = {}
-        for node_id, evidence in best_evidence(session.evidence).items():
-            node = ctx.nodes.get(node_id)
-            if node is None:
-                continue
-            half_life = node_half_life(node, ctx.settings) if self.decay else None
-            units = int(decayed_tokens(evidence, ctx.now, half_life, node.prefix_hit_rate) // unit)
-            if units > 0:
-                credits[node_id] = units
-        return credits
+        earliest = math.inf
+        if session.evidence:
+            unit = ctx.settings.credit_unit_tokens
+            for node_id, evidence in best_evidence(session.evidence).items():
+                node = ctx.nodes.get(node_id)
+                if node is None:
+                    continue
+                half_life = node_half_life(node, ctx.settings) if self.decay else None
+                units = int(decayed_tokens(evidence, ctx.now, half_life, node.prefix_hit_rate) // unit)
+                if units > 0:
+                    credits[node_id] = units
+                    earliest = min(earliest, next_drop(evidence, units, unit, half_life, node.prefix_hit_rate))
+        self._last = (session, ctx, credits, earliest)
+        return credits, earliest

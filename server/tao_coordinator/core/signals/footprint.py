@@ -8,11 +8,12 @@ A session that has announced nothing yet is charged `default_session_tokens`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from ..model import NodeId, Session
 from ..settings import CoreSettings
-from .base import NO_NODES, SignalContext
+from .base import NO_FIELDS, NO_NODES, SignalContext
 
 
 def footprint_tokens(session: Session, settings: CoreSettings) -> int:
@@ -29,12 +30,16 @@ def footprint_tokens(session: Session, settings: CoreSettings) -> int:
 class Footprint:
     name = "footprint"
     node_dependent = False
+    node_fields = NO_FIELDS
 
     def base(self, session: Session, ctx: SignalContext) -> int:
         return footprint_tokens(session, ctx.settings)
 
     def on_nodes(self, session: Session, ctx: SignalContext) -> Mapping[NodeId, int]:
         return NO_NODES
+
+    def changes_at(self, session: Session, ctx: SignalContext) -> float:
+        return math.inf
 
 
 class HeldFootprint:
@@ -49,6 +54,7 @@ class HeldFootprint:
 
     name = "held_footprint"
     node_dependent = True
+    node_fields = NO_FIELDS
 
     def base(self, session: Session, ctx: SignalContext) -> int:
         return 0
@@ -58,3 +64,6 @@ class HeldFootprint:
             return NO_NODES
         units = footprint_tokens(session, ctx.settings) // ctx.settings.credit_unit_tokens
         return {session.node: units} if units > 0 else NO_NODES
+
+    def changes_at(self, session: Session, ctx: SignalContext) -> float:
+        return math.inf

@@ -13,10 +13,12 @@ searches exactly; the planner never sees the probability itself, only the level 
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_right
 from collections.abc import Mapping
 
 from ..model import NodeId, Phase, Session
-from .base import NO_NODES, SignalContext
+from .base import NO_FIELDS, NO_NODES, SignalContext
 
 
 def readiness_level(session: Session, now: float, levels: int) -> int:
@@ -25,12 +27,27 @@ def readiness_level(session: Session, now: float, levels: int) -> int:
     return levels if session.phase in (Phase.WAITING, Phase.ADMITTED, Phase.READY) else 0
 
 
+def next_level_change(session: Session, now: float) -> float:
+    """The first step after `now` of any of the session's readiness schedules (`math.inf`: none)."""
+    earliest = math.inf
+    for tool in session.tools:
+        times = tool.readiness.times
+        k = bisect_right(times, now)
+        if k < len(times):
+            earliest = min(earliest, times[k])
+    return earliest
+
+
 class Readiness:
     name = "readiness"
     node_dependent = False
+    node_fields = NO_FIELDS
 
     def base(self, session: Session, ctx: SignalContext) -> int:
         return readiness_level(session, ctx.now, ctx.settings.readiness_levels)
 
     def on_nodes(self, session: Session, ctx: SignalContext) -> Mapping[NodeId, int]:
         return NO_NODES
+
+    def changes_at(self, session: Session, ctx: SignalContext) -> float:
+        return next_level_change(session, ctx.now)

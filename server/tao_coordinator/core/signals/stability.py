@@ -6,15 +6,17 @@ the fewest sessions wins, so equal-valued alternatives never cause an interrupti
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from ..model import NodeId, Session
-from .base import NO_NODES, SignalContext
+from .base import NO_FIELDS, NO_NODES, SignalContext
 
 
 class Stability:
     name = "stability"
     node_dependent = True
+    node_fields = NO_FIELDS
 
     def base(self, session: Session, ctx: SignalContext) -> int:
         return 0
@@ -23,3 +25,6 @@ class Stability:
         if session.node is None or session.node not in ctx.nodes:
             return NO_NODES
         return {session.node: 1}
+
+    def changes_at(self, session: Session, ctx: SignalContext) -> float:
+        return math.inf

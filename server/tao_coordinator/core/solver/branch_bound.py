@@ -19,15 +19,18 @@ Bounds of component j over the undecided items, given the capacity left:
   Then component j is bounded by the best values of those items plus, in the room they leave, the fractional
   knapsack of everything, rounded down per node.
 
-Symmetry, both exact: consecutive items with the same weight and values are interchangeable, so once one is left
-out the next is too; and nodes on which no undecided item has a special value and which have the same room are
+Symmetry and dominance, both exact: when an item is left out, the next is too if it has the same values on every
+node and no less weight (were it placed, the lighter one could take its place for the same value, so some optimum
+never places the heavier while leaving the lighter out; swapping such pairs ends, since each swap moves a placement
+to an earlier item); and nodes on which no undecided item has a special value and which have the same room are
 interchangeable for the current item, so only the first is tried.
 
 Order: first the items valued on several nodes in the first component (deciding them makes the tabled bounds of
 every node exact), then those valued on one node, grouped by that node, each group by ratio of the first component
-to weight; then the rest by the ratios of their later components. The search starts from a feasible
-incumbent (home-first), so an interrupted search returns a plan at least that good, with `certified` false and
-`bound` the root bound: the optimum lies between the objective and the bound.
+to weight; then the rest by the ratios of their later components. The search starts from a feasible incumbent —
+given, or the kernel's home start: each node's credit-optimal set read back from its credit table, then the rest
+greedily — so an interrupted search returns a plan at least that good, with `certified` false and `bound` the root
+bound: the optimum lies between the objective and the bound.
 
 The inner loops are compiled (`search_kernel.py`).
 """
@@ -52,70 +55,41 @@ stay below this: counts such as readiness."""
 
 
 class _Arrays:
-    """The problem in search order (module docstring) as the kernel's dense arrays."""
+    """The problem in search order (module docstring) as the kernel's dense arrays, built by `search_kernel.prepare`."""
 
     def __init__(self, problem: Problem) -> None:
         items, m, width = problem.items, len(problem.capacities), problem.width
-        fits = [i for i, item in enumerate(items) if problem.fits_somewhere(item)]
-        value = np.repeat(np.array([items[i].base for i in fits], dtype=np.int64).reshape(-1, 1, width), m, axis=1)
-        special = np.zeros((len(fits), m), dtype=np.bool_)
-        rows = [(k, b, node_value) for k, i in enumerate(fits) for b, node_value in items[i].on_nodes.items()]
-        if rows:
-            ks = np.array([row[0] for row in rows], dtype=np.int64)
-            bs = np.array([row[1] for row in rows], dtype=np.int64)
-            value[ks, bs] = np.array([row[2] for row in rows], dtype=np.int64)
-            special[ks, bs] = True
+        largest = problem.largest_capacity
+        fits = [i for i, item in enumerate(items) if item.weight <= largest]
         weight = np.array([items[i].weight for i in fits], dtype=np.int64)
-        order = self._order(value, special, weight)
-        self.order = [fits[k] for k in order]
-        self.weight, self.value, self.special = weight[order], value[order], special[order]
-        n = len(order)
-        self.best = self.value.max(axis=1)
-        self.capacities = np.array(problem.capacities, dtype=np.int64)
-        self.twin = np.zeros(n, dtype=np.bool_)
-        if n > 1:
-            self.twin[1:] = (self.weight[1:] == self.weight[:-1]) & (self.value[1:] == self.value[:-1]).all(axis=(1, 2))
-        self.last_special = np.where(self.special.any(axis=0), n - 1 - np.argmax(self.special[::-1], axis=0), -1)
-        self.lightest_after = np.full(n + 1, 1 << 60, dtype=np.int64)
-        self.lightest_after[:n] = np.minimum.accumulate(self.weight[::-1])[::-1]
-        self.orders = np.full((width, n), -1, dtype=np.int64)
-        self.counts = np.zeros(width, dtype=np.int64)
-        for j in range(width):
-            positions = search_kernel.ratio_order(self.weight, self.best[:, j].copy())
-            self.orders[j, : positions.size] = positions
-            self.counts[j] = positions.size
-        based = (np.where(self.special[:, :, None], 0, self.value) > 0).any(axis=(0, 1))
-        self.offset, self.length, self.data, self.suffix_of, self.member_best, self.tabled = search_kernel.build_tables(
-            self.weight, self.value, self.best, self.special, ~based, MAX_TABLE_CELLS
-        )
-        self.joint_offset, self.joint_span, self.joint_data = search_kernel.build_joint_tables(
+        base = np.array([items[i].base for i in fits], dtype=np.int64).reshape(len(fits), width)
+        rows = np.array(
+            [(k, b, *node_value) for k, i in enumerate(fits) for b, node_value in items[i].on_nodes.items()],
+            dtype=np.int64,
+        ).reshape(-1, 2 + width)
+        (
+            order,
             self.weight,
             self.value,
             self.special,
+            self.best,
+            self.twin,
+            self.last_special,
+            self.lightest_after,
+            self.orders,
+            self.counts,
             self.tabled,
             self.offset,
             self.length,
-            MAX_JOINT_SPAN,
-            MAX_TABLE_CELLS,
-        )
-
-    @staticmethod
-    def _order(
-        value: npt.NDArray[np.int64], special: npt.NDArray[np.bool_], weight: npt.NDArray[np.int64]
-    ) -> Sequence[int]:
-        n, m = special.shape
-        if n == 0:
-            return []
-        first = np.where(special, value[:, :, 0], 0)
-        home = np.argmax(first, axis=1)
-        homes = (first > value[:, :, 0].min(axis=1, keepdims=True)).sum(axis=1)
-        group = np.where(homes > 1, -1, np.where(homes == 1, home, m))
-        best = value.max(axis=1)
-        scale = np.maximum(weight, 1).astype(np.float64)
-        # lexsort: the last key is the most significant
-        keys = [np.arange(n)] + [-(best[:, j] / scale) for j in range(best.shape[1] - 1, 0, -1)]
-        keys += [-(best[:, 0] / scale), group]
-        return [int(k) for k in np.lexsort(keys)]
+            self.data,
+            self.suffix_of,
+            self.member_best,
+            self.joint_offset,
+            self.joint_span,
+            self.joint_data,
+        ) = search_kernel.prepare(weight, base, rows, m, MAX_TABLE_CELLS, MAX_JOINT_SPAN)
+        self.order = [fits[k] for k in order.tolist()]
+        self.capacities = np.array(problem.capacities, dtype=np.int64)
 
     def root_bound(self) -> tuple[int, ...]:
         bound = search_kernel.root_bound(
@@ -134,16 +108,29 @@ class _Arrays:
         return tuple(int(c) for c in bound)
 
 
-def solve_branch_and_bound(problem: Problem, incumbent: Sequence[int | None], node_limit: int) -> Solution:
+def solve_branch_and_bound(problem: Problem, incumbent: Sequence[int | None] | None, node_limit: int) -> Solution:
     """The lexicographic optimum when the search finishes within `node_limit` nodes (`certified`), else the best
-    plan found, never worse than `incumbent` (a feasible assignment), with the root bound."""
+    plan found, never worse than the start: `incumbent` (a feasible assignment), or when None the kernel's own
+    (`search_kernel.home_start`: credit-optimal when every session's credit sits on one node)."""
     if not any(problem.fits_somewhere(item) for item in problem.items):
         empty: tuple[int | None, ...] = (None,) * len(problem.items)
         objective = problem.objective(empty)
         return Solution(empty, objective, "exact", True, objective, exact_components=problem.width)
     arrays = _Arrays(problem)
     order = arrays.order
-    path = np.array([-1 if incumbent[i] is None else incumbent[i] for i in order], dtype=np.int64)
+    if incumbent is None:
+        path = search_kernel.home_start(
+            arrays.weight,
+            arrays.value,
+            arrays.special,
+            arrays.capacities,
+            arrays.tabled,
+            arrays.offset,
+            arrays.length,
+            arrays.data,
+        )
+    else:
+        path = np.array([-1 if incumbent[i] is None else incumbent[i] for i in order], dtype=np.int64)
     nodes, finished, exact_components = 0, True, 0
     for used in sorted({1, problem.width}):
         path, nodes, finished = _stage(arrays, path, node_limit - nodes, used, nodes)
@@ -206,7 +193,7 @@ def _warm_up() -> None:
     )
     problem = Problem(items, (4, 4))
     solve_branch_and_bound(problem, (None,) * len(items), 1)
-    solve_branch_and_bound(problem, (None,) * len(items), 1000)
+    solve_branch_and_bound(problem, None, 1000)
 
 
 _warm_up()

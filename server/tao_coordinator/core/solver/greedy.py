@@ -1,4 +1,4 @@
-"""Fallbacks for instances beyond the DP's budget: best-fit decreasing, and the home-first decomposition.
+"""Heuristics: best-fit decreasing, and the home-first decomposition (the floor of a search cut short).
 
 `best_fit_decreasing` takes items by best value (ties: larger weight first) and puts each where its value is highest,
 ties to the tightest fit. It is the paper's fallback and the `tao-no-dp` ablation.
@@ -6,8 +6,8 @@ ties to the tightest fit. It is the paper's fallback and the `tao-no-dp` ablatio
 `home_first` exploits the shape of TAO's value, whose most significant component (cache credit) is non-zero on an
 item's *home* node only:
 1. per node, an exact knapsack over the items at home there picks the lexicographically best set to keep at home —
-   when each item's credit sits on one node, the first component of the result is optimal, because the total
-   credit is a sum of independent per-node knapsacks;
+   when each item's credit sits on one node and no node has more than `HOME_KNAPSACK_ITEMS` at home, the first
+   component of the result is optimal, because the total credit is a sum of independent per-node knapsacks;
 2. everything else is node-indifferent apart from minor components, and fills the leftover capacity in two orders
    — best value first (largest first among equals), and best value first ignoring the last two components with the
    smallest first (more sessions placed when the count matters) — keeping the better plan.
@@ -23,8 +23,9 @@ from ..value import LexEmbedding, Value
 from .problem import Item, Problem, Solution
 
 HOME_KNAPSACK_ITEMS = 20
-"""Above this many items at home on one node, the per-node knapsack gives way to greedy order (never hit in
-practice: a node holds a handful of sessions)."""
+"""Above this many items at home on one node, the per-node knapsack keeps the 20 most valuable (its sparse states
+grow exponentially in the worst case). Nodes do hold more at home (up to 32 at AgentX 128 × 8), which is why this
+plan is only a floor for a search cut short, never the plan's certificate."""
 
 
 class _Packing:

@@ -17,6 +17,11 @@ from numba import njit
 
 UNREACHABLE = 1 << 60
 
+ORDER_STRIDE = 16
+"""`orders[j, c]` is component j's ratio order restricted to positions ≥ c · ORDER_STRIDE, so a fractional bound at
+depth k walks past at most this many decided items (instead of all k of them: deep in a search of hundreds of items
+that walk was most of the time a node took)."""
+
 
 @njit(cache=True)
 def ratio_order(weight, column):
@@ -37,6 +42,157 @@ def ratio_order(weight, column):
                 break
         positions[c] = p
     return positions
+
+
+@njit(cache=True)
+def _precedes(a, b, group, ratio):
+    """Search order: group ascending, then each component's best value per weight descending, then position."""
+    if group[a] != group[b]:
+        return group[a] < group[b]
+    for j in range(ratio.shape[1]):
+        if ratio[a, j] != ratio[b, j]:
+            return ratio[a, j] > ratio[b, j]
+    return a < b
+
+
+@njit(cache=True)
+def search_order(value, special, weight):
+    """The items in search order (`branch_bound.py`): first those valued above their least in component 0 on
+    several nodes (group −1), then those valued so on one node, grouped by that node, then the rest (group m)."""
+    n, m, width = value.shape
+    group = np.empty(n, dtype=np.int64)
+    ratio = np.empty((n, width), dtype=np.float64)
+    for k in range(n):
+        least = value[k, 0, 0]
+        for b in range(1, m):
+            least = min(least, value[k, b, 0])
+        home, home_value, homes = 0, -1, 0
+        for b in range(m):
+            first = value[k, b, 0] if special[k, b] else 0
+            if first > home_value:
+                home, home_value = b, first
+            if first > least:
+                homes += 1
+        group[k] = -1 if homes > 1 else (home if homes == 1 else m)
+        scale = float(max(weight[k], 1))
+        for j in range(width):
+            top = value[k, 0, j]
+            for b in range(1, m):
+                top = max(top, value[k, b, j])
+            ratio[k, j] = top / scale
+    order = np.arange(n)
+    spare = np.empty(n, dtype=np.int64)
+    width_run = 1
+    while width_run < n:  # bottom-up merge sort: stable and O(n log n)
+        for lo in range(0, n, 2 * width_run):
+            mid, hi = min(lo + width_run, n), min(lo + 2 * width_run, n)
+            a, b, c = lo, mid, lo
+            while a < mid and b < hi:
+                if _precedes(order[b], order[a], group, ratio):
+                    spare[c] = order[b]
+                    b += 1
+                else:
+                    spare[c] = order[a]
+                    a += 1
+                c += 1
+            while a < mid:
+                spare[c] = order[a]
+                a += 1
+                c += 1
+            while b < hi:
+                spare[c] = order[b]
+                b += 1
+                c += 1
+        order, spare = spare, order
+        width_run *= 2
+    return order
+
+
+@njit(cache=True)
+def prepare(weight_in, base, rows, m, max_cells, max_span):
+    """The problem's dense arrays in search order, from the fitting items' weights, base values (`base[k, j]`)
+    and special values (`rows[r] = (k, b, value…)`). Returns (order, weight, value, special, best, twin,
+    last_special, lightest_after, orders, counts, tabled, offset, length, data, suffix_of, member_best,
+    joint_offset, joint_span, joint_data)."""
+    n, width = base.shape
+    unordered = np.empty((n, m, width), dtype=np.int64)
+    unordered_special = np.zeros((n, m), dtype=np.bool_)
+    for k in range(n):
+        for b in range(m):
+            unordered[k, b, :] = base[k]
+    for r in range(rows.shape[0]):
+        k, b = rows[r, 0], rows[r, 1]
+        unordered[k, b, :] = rows[r, 2:]
+        unordered_special[k, b] = True
+    order = search_order(unordered, unordered_special, weight_in)
+    weight = weight_in[order]
+    value = unordered[order]
+    special = unordered_special[order]
+    best = np.empty((n, width), dtype=np.int64)
+    for k in range(n):
+        for j in range(width):
+            top = value[k, 0, j]
+            for b in range(1, m):
+                top = max(top, value[k, b, j])
+            best[k, j] = top
+    twin = np.zeros(n, dtype=np.bool_)
+    for k in range(1, n):
+        # valued as the item before it on every node, and no lighter: left out after it (`branch_bound.py`)
+        twin[k] = weight[k] >= weight[k - 1] and (value[k] == value[k - 1]).all()
+    last_special = np.full(m, -1, dtype=np.int64)
+    for k in range(n):
+        for b in range(m):
+            if special[k, b]:
+                last_special[b] = k
+    lightest_after = np.full(n + 1, UNREACHABLE, dtype=np.int64)
+    for k in range(n - 1, -1, -1):
+        lightest_after[k] = min(lightest_after[k + 1], weight[k])
+    checkpoints = n // ORDER_STRIDE + 1
+    orders = np.full((width, checkpoints, n), -1, dtype=np.int64)
+    counts = np.zeros((width, checkpoints), dtype=np.int64)
+    for j in range(width):
+        positions = ratio_order(weight, best[:, j].copy())
+        for c in range(checkpoints):
+            start, t = c * ORDER_STRIDE, 0
+            for p in positions:
+                if p >= start:
+                    orders[j, c, t] = p
+                    t += 1
+            counts[j, c] = t
+    zero_based = np.ones(width, dtype=np.bool_)
+    for k in range(n):
+        for b in range(m):
+            if not special[k, b]:
+                for j in range(width):
+                    if value[k, b, j] > 0:
+                        zero_based[j] = False
+    offset, length, data, suffix_of, member_best, tabled = build_tables(
+        weight, value, best, special, zero_based, max_cells
+    )
+    joint_offset, joint_span, joint_data = build_joint_tables(
+        weight, value, special, tabled, offset, length, max_span, max_cells
+    )
+    return (
+        order,
+        weight,
+        value,
+        special,
+        best,
+        twin,
+        last_special,
+        lightest_after,
+        orders,
+        counts,
+        tabled,
+        offset,
+        length,
+        data,
+        suffix_of,
+        member_best,
+        joint_offset,
+        joint_span,
+        joint_data,
+    )
 
 
 @njit(cache=True)
@@ -208,13 +364,14 @@ def _component_bound(j, k, remaining, lightest, weight, best, orders, counts, ta
             s = suffix_of[j, b, k]
             total += _table_value(data, offset[j, b, s], length[j, b], remaining[b])
         return total
+    order, count = orders[j, k // ORDER_STRIDE], counts[j, k // ORDER_STRIDE]
     room, heaviest, node_wise = 0, 0, 0
     for b in range(m):
         if remaining[b] >= lightest:
             room += remaining[b]
             heaviest = max(heaviest, remaining[b])
-            node_wise += _fractional(orders[j], counts[j], weight, best[:, j], k, remaining[b], remaining[b])
-    pooled = _fractional(orders[j], counts[j], weight, best[:, j], k, room, heaviest)
+            node_wise += _fractional(order, count, weight, best[:, j], k, remaining[b], remaining[b])
+    pooled = _fractional(order, count, weight, best[:, j], k, room, heaviest)
     return min(pooled, node_wise)
 
 
@@ -247,28 +404,32 @@ def _cannot_improve(
     m = remaining.size
     tied_first = False
     for j in range(width):
-        bound = _component_bound(
-            j, k, remaining, lightest, weight, best, orders, counts, tabled, offset, length, data, suffix_of
-        )
+        if j == 0 and tabled[0]:
+            # each node's own credit bound, kept: a tie below commits it
+            bound = 0
+            for b in range(m):
+                reached[b] = _table_value(data, offset[0, b, suffix_of[0, b, k]], length[0, b], remaining[b])
+                bound += reached[b]
+        else:
+            bound = _component_bound(
+                j, k, remaining, lightest, weight, best, orders, counts, tabled, offset, length, data, suffix_of
+            )
         if j > 0 and tied_first:
             # every better completion reaches each node's own first-component bound: what that commits
+            order, count = orders[j, k // ORDER_STRIDE], counts[j, k // ORDER_STRIDE]
             home_total, per_node, leftover, heaviest = 0, 0, 0, 0
             for b in range(m):
                 s = suffix_of[0, b, k]
                 home = member_best[b, s, j]
                 span = joint_span[j, b]
                 if span > 0:
-                    start = joint_offset[j, b, s] + reached[b] * span
-                    home = 0
-                    for r in range(span):
-                        if joint_data[start + r] <= remaining[b]:
-                            home = r
+                    home = _table_value(joint_data, joint_offset[j, b, s] + reached[b] * span, span, remaining[b])
                 room = remaining[b] - committed[b]
                 home_total += home
                 leftover += room
                 heaviest = max(heaviest, room)
-                per_node += home + _fractional(orders[j], counts[j], weight, best[:, j], k, room, room)
-            pooled = home_total + _fractional(orders[j], counts[j], weight, best[:, j], k, leftover, heaviest)
+                per_node += home + _fractional(order, count, weight, best[:, j], k, room, room)
+            pooled = home_total + _fractional(order, count, weight, best[:, j], k, leftover, heaviest)
             bound = min(bound, per_node, pooled)
         reach = current[j] + bound
         if reach != incumbent[j]:
@@ -276,10 +437,7 @@ def _cannot_improve(
         if j == 0 and tabled[0]:
             tied_first = True
             for b in range(m):
-                s = suffix_of[0, b, k]
-                start = offset[0, b, s]
-                reached[b] = _table_value(data, start, length[0, b], remaining[b])
-                committed[b] = data[start + reached[b]]
+                committed[b] = data[offset[0, b, suffix_of[0, b, k]] + reached[b]]
     return True
 
 
@@ -292,6 +450,66 @@ def root_bound(remaining, lightest, weight, best, orders, counts, tabled, offset
             j, 0, remaining, lightest, weight, best, orders, counts, tabled, offset, length, data, suffix_of
         )
     return bound
+
+
+@njit(cache=True)
+def home_start(weight, value, special, capacities, tabled, offset, length, data):
+    """A feasible start for the search: per node, the credit-optimal set of the items valued there in component 0,
+    read back from that node's table (an item valued on several nodes goes to the first that takes it; when none
+    is, the first component of this start is optimal: total credit is then a sum of independent per-node
+    knapsacks), then every other item in search order on the node where it is worth most, ties to the tightest
+    fit. All −1 (no start) when component 0 is not tabled."""
+    n, m, width = value.shape
+    path = np.full(n, -1, dtype=np.int64)
+    if width == 0 or not tabled[0]:
+        return path
+    remaining = capacities.copy()
+    for b in range(m):
+        count = 0
+        for k in range(n):
+            if special[k, b] and value[k, b, 0] > 0:
+                count += 1
+        positions = np.empty(count, dtype=np.int64)
+        c = 0
+        for k in range(n):
+            if special[k, b] and value[k, b, 0] > 0:
+                positions[c] = k
+                c += 1
+        room = remaining[b]
+        target = _table_value(data, offset[0, b, 0], length[0, b], room)
+        for s in range(count):
+            k = positions[s]
+            if target == 0:
+                break
+            if path[k] >= 0 or weight[k] > room or data[offset[0, b, s + 1] + target] <= room:
+                continue  # taken elsewhere (the rest may then fall short), too large, or not needed for the target
+            path[k] = b
+            room -= weight[k]
+            target = max(target - value[k, b, 0], 0)
+        remaining[b] = room
+    for k in range(n):
+        if path[k] >= 0:
+            continue
+        chosen = -1
+        for b in range(m):
+            if remaining[b] < weight[k]:
+                continue
+            if chosen < 0:
+                chosen = b
+                continue
+            better, decided = False, False
+            for j in range(width):
+                if value[k, b, j] != value[k, chosen, j]:
+                    better, decided = value[k, b, j] > value[k, chosen, j], True
+                    break
+            if not decided:
+                better = remaining[b] < remaining[chosen]
+            if better:
+                chosen = b
+        if chosen >= 0:
+            path[k] = chosen
+            remaining[chosen] -= weight[k]
+    return path
 
 
 @njit(cache=True)
