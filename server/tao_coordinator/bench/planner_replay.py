@@ -1,8 +1,10 @@
 """The measurement behind `tao bench planner`: record the snapshots a `tao` replay plans from, time a fresh planner
 on each, and solve an evenly spread sample of them with the MILP reference at `mip_rel_gap = 0`.
 
-The replay is `FleetSimulation` as `tao sim` runs it (policy `tao`, plans charged their measured solve time). Its
-snapshot hook keeps every `every`-th snapshot and, when a case has a snapshot limit, ends the replay by raising
+The replay is `FleetSimulation` as `tao sim --plan-timing fixed` runs it (policy `tao`, plans applied at once): the
+recorded decision points are then the same in every run and for every planner timed on them, where a replay
+charged each plan's measured solve time would record a different set each time, moved by the planner's own speed
+and the machine's load. Its snapshot hook keeps every `every`-th snapshot and, when a case has a snapshot limit, ends the replay by raising
 `_Enough` once the limit is reached. Snapshots share the immutable sessions and nodes of the live state, so keeping
 all of them is cheap: a whole AgentX dev replay at 64×8 (about 100k plans) peaks below 200 MB.
 
@@ -130,7 +132,7 @@ def record(case: Case, workload: Workload, seed: int) -> tuple[_Recording, bool]
         case.concurrency,
         profile_by_name(case.node_profile),
         case.nodes,
-        plan_timing="measured",
+        plan_timing="fixed",
         progress=progress.advance if case.snapshots is None else None,
         seed=seed,
         on_snapshot=recording,
