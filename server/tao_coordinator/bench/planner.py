@@ -64,10 +64,10 @@ def _short(trace: str) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
-        f"{parser.description}. Without --trace or --sizes: AgentX dev at 64×8 and 128×8 h100-tp4 (about 7 and 14"
-        " minutes), mini-swe-agent dev at 128×4 h100-tp2 (about 2 minutes) — those whose files are under $TAO_TRACES"
-        " (default ../shared/traces) — and --sizes 1024x64 (about 2 minutes, most of it in the MILP): 25 minutes in"
-        " all on a 2-core machine shared with other jobs. --every K cuts the timing of a trace K-fold, not its replay."
+        f"{parser.description}. Without --trace or --sizes: AgentX dev at 64×8 and 128×8 h100-tp4 (about 4 and 6"
+        " minutes), mini-swe-agent dev at 128×4 h100-tp2 (about 1 minute) — those whose files are under $TAO_TRACES"
+        " (default ../shared/traces) — and --sizes 1024x64 (under a minute, most of it in the MILP): about 11"
+        " minutes in all on one quiet core. --every K cuts the timing of a trace K-fold, not its replay."
     )
     parser.add_argument(
         "--trace",

