@@ -57,11 +57,10 @@ KEYS_BY_RECENCY = "SELECT tool, program FROM tool_calls GROUP BY tool, program O
 FIRST_KEPT_ID = "SELECT id FROM tool_calls WHERE tool = ? AND program IS ? ORDER BY id DESC LIMIT 1 OFFSET ?"
 """With offset `window - 1`: the oldest of a key's newest `window` ids, none while it has fewer. An index seek."""
 
-EVICT = """
+EVICT = f"""
 DELETE FROM tool_calls WHERE id IN (
-    SELECT c.id FROM (
-        SELECT tool, program FROM tool_calls GROUP BY tool, program ORDER BY MAX(id) DESC LIMIT -1 OFFSET :max_keys
-    ) AS k JOIN tool_calls AS c ON c.tool = k.tool AND c.program IS k.program)
+    SELECT c.id FROM ({KEYS_BY_RECENCY} LIMIT -1 OFFSET :max_keys) AS k
+    JOIN tool_calls AS c ON c.tool = k.tool AND c.program IS k.program)
 """
 """Delete the rows of every key beyond the `max_keys` used last."""
 

@@ -45,14 +45,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.forecast import PAPER_HORIZON_S, Forecaster, ReadinessRule, ToolHistory, ToolKey
+from ..core.forecast import PAPER_HORIZON_S, Forecaster, Prediction, ReadinessRule, ToolHistory, ToolKey
+from ..core.forecast.forecaster import apply_hints
 from ..core.model import ToolHints
 from ..core.settings import CoreSettings
 from ..progress import Progress
 from ..sim.workloads import SessionScript, Workload, load_agentx, load_mini_swe, traces_dir
 from ..sim.workloads.files import read_records
 
-HORIZON_S = PAPER_HORIZON_S
 OFFSETS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
 """Fixed instants since the start at which a call is scored, besides its quarters, when it is still running."""
 CLAUDE_CODE = Path("claude_code_sessions/dev.jsonl.gz")
@@ -89,13 +89,12 @@ def sampled_instants(duration_s: float) -> list[float]:
     return sorted({0.0, *(a for a in (*quarters, *OFFSETS_S) if 0 < a < duration_s)})
 
 
-def claude_code_sessions(path: Path, sidechain: bool = True) -> list[list[ToolCall]]:
-    """Each session's tool calls with a measured duration (`dur_s` not null); `sidechain=False` drops sub-agents'."""
+def claude_code_sessions(path: Path) -> list[list[ToolCall]]:
+    """Each session's tool calls with a measured duration (`dur_s` not null), sub-agents' included."""
     return [
         [
             ToolCall(str(record["session"]), ToolKey.of(tool["name"], tool.get("prog")), tool["dur_s"], tool["t_use"])
             for call in record["calls"]
-            if sidechain or not call.get("sidechain")
             for tool in call["tools"]
             if tool.get("dur_s") is not None
         ]
@@ -128,9 +127,7 @@ def _statistic_prediction(
     tool's), else the default; the sleep is a floor and the timeout a cap, as for the bounds."""
     learned = forecaster.learned_values(call.key, longer_than)
     value = rule(learned[1]) if learned else forecaster.settings.default_tool_duration_s + longer_than
-    if call.hints.sleep_s is not None:
-        value = max(value, call.hints.sleep_s)
-    return value if call.hints.timeout_s is None else min(value, call.hints.timeout_s)
+    return apply_hints(Prediction(value, "tool"), call.hints, 0.0, longer_than).duration_s
 
 
 def _binary(first: float, reestimate: Callable[[float], float], instants: Sequence[float]) -> tuple[float, list[float]]:
@@ -139,14 +136,14 @@ def _binary(first: float, reestimate: Callable[[float], float], instants: Sequen
     for elapsed in instants:
         if elapsed > predicted:
             predicted = reestimate(elapsed)
-        ready.append(1.0 if predicted - elapsed <= HORIZON_S else 0.0)
+        ready.append(1.0 if predicted - elapsed <= PAPER_HORIZON_S else 0.0)
     return first, ready
 
 
 def _tao(forecaster: Forecaster) -> Scorer:
     def score(call: ToolCall, instants: Sequence[float]) -> tuple[float, list[float]]:
         forecast = forecaster.forecast(call.key, call.hints, call.session, 0.0)
-        probabilities = forecast.return_probabilities(np.asarray(instants, dtype=np.float64), HORIZON_S)
+        probabilities = forecast.return_probabilities(np.asarray(instants, dtype=np.float64), PAPER_HORIZON_S)
         return forecast.median(), probabilities.tolist()
 
     return score
@@ -194,7 +191,7 @@ def evaluate(
     settings: CoreSettings,
     progress: Progress | None = None,
 ) -> list[EstimatorFigures]:
-    history = ToolHistory(settings.forecast_window, settings.forecast_max_levels, settings.forecast_session_window)
+    history = ToolHistory.from_settings(settings)
     forecaster = Forecaster(history, settings)
     scorers: dict[str, Scorer] = {
         "tao": _tao(forecaster),
@@ -215,7 +212,7 @@ def evaluate(
             while pending and pending[0][0] <= call.started_at:
                 learn(heapq.heappop(pending)[2])
             instants = sampled_instants(call.duration_s)
-            outcomes = [1.0 if call.duration_s <= a + HORIZON_S else 0.0 for a in instants]
+            outcomes = [1.0 if call.duration_s <= a + PAPER_HORIZON_S else 0.0 for a in instants]
             for name, score in scorers.items():
                 point, readiness = score(call, instants)
                 tallies[name].add(point - call.duration_s, readiness, outcomes)

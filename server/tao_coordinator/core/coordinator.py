@@ -84,11 +84,12 @@ class Coordinator:
     ) -> None:
         self.policy = policy
         self.settings = settings or CoreSettings()
-        self.history = history or ToolHistory(
-            self.settings.forecast_window, self.settings.forecast_max_levels, self.settings.forecast_session_window
-        )
+        self.history = history or ToolHistory.from_settings(self.settings)
         self.forecaster = Forecaster(self.history, self.settings)
         self.readiness_rule = policy_readiness_rule(policy)
+        self._binary_rule = self.readiness_rule if self.readiness_rule in ("bound", "paper") else None
+        """The readiness rule when it is a binary one, whose predictions expire and are re-estimated (the forecast's
+        schedules never expire)."""
         self.horizon = AdaptiveHorizon(self.settings.readiness_horizon_s)
         self.horizon_used_s = 0.0
         """The sum of the horizons tool starts were forecast with (over `tool_starts`: the mean H)."""
@@ -132,8 +133,7 @@ class Coordinator:
             for session in list(self.state.sessions.values()):
                 if session.phase is Phase.IN_TOOL:
                     tools = tuple(
-                        self.forecaster.rescheduled(self.readiness_rule, tool, session.id, self.horizon.value_s)
-                        for tool in session.tools
+                        self.forecaster.rescheduled(tool, session.id, self.horizon.value_s) for tool in session.tools
                     )
                     self.state.put(state_machine.replace_tools(session, now, tools))
 
@@ -289,6 +289,8 @@ class Coordinator:
         elapsed = session.phase_since - previous.observed_at
         if not self.half_lives.observe(node_id, elapsed, asked - shared, max(0, kept - shared)):
             return
+        if not self.settings.credit_half_life_fit:
+            return  # no node carries a fitted half-life: nothing to update
         for fitted_id, node in list(self.state.nodes.items()):
             fitted = self._fitted_half_life(fitted_id)
             if node.credit_half_life_s != fitted:
@@ -374,7 +376,7 @@ class Coordinator:
                 self._forget(session.id)
                 actions.append(Expired(session.id))
             elif session.phase is Phase.IN_TOOL and any(self._due(tool, now) for tool in session.tools):
-                tools = tuple(self._reestimated(tool, now) if self._due(tool, now) else tool for tool in session.tools)
+                tools = tuple(self._reestimated(tool, now) for tool in session.tools)
                 self.state.put(state_machine.replace_tools(session, now, tools))
         self.planner.mark_dirty()
         return actions
@@ -385,13 +387,16 @@ class Coordinator:
 
     def _due(self, tool: RunningTool, now: float) -> bool:
         """A binary rule's expired prediction is due for re-estimation (the forecast's schedule never expires)."""
-        if self.readiness_rule is None or self.readiness_rule == "forecast":
+        if self._binary_rule is None:
             return False
         return now >= tool.predicted_end and now - tool.predicted_at >= self.settings.reestimate_interval_s
 
     def _reestimated(self, tool: RunningTool, now: float) -> RunningTool:
-        rule = self.readiness_rule
-        return tool if rule is None else self.forecaster.reestimated(rule, tool, now)
+        """A binary rule's expired prediction re-estimated, once due; any other call unchanged."""
+        rule = self._binary_rule
+        if rule is None or not self._due(tool, now):
+            return tool
+        return self.forecaster.reestimated(rule, tool, now)
 
     def _maybe_plan(self, now: float) -> list[Action]:
         if not self.policy.plans or not self.planner.dirty or self.planner.in_flight is not None:
@@ -417,7 +422,7 @@ class Coordinator:
         for tool in session.tools:
             # readiness changes at its schedule's steps; steps already passed change nothing any more
             times += [at for at in tool.readiness.times if at >= self._now]
-            if self.readiness_rule in ("bound", "paper"):
+            if self._binary_rule is not None:
                 times.append(max(tool.predicted_end, tool.predicted_at + interval))
         times += self._credit_wake_times(session)
         times.extend(policy_wake_times(self.policy, session))

@@ -13,6 +13,7 @@ Nothing here mutates: transitions build a new `Session` with `dataclasses.replac
 from __future__ import annotations
 
 import enum
+import math
 from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -97,6 +98,11 @@ class ReadinessSchedule:
     def level_at(self, now: float) -> int:
         k = bisect_right(self.times, now)
         return self.levels[k - 1] if k else self.initial
+
+    def next_change(self, now: float) -> float:
+        """The first step after `now` (`math.inf`: none is left)."""
+        k = bisect_right(self.times, now)
+        return self.times[k] if k < len(self.times) else math.inf
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,7 +60,7 @@ class CoordinatorService:
         self.nodes: dict[str, NodeConfig] = {node.name: node for node in config.nodes}
         core = config.core
         self.store = HistoryStore(config.server.state_dir, core.forecast_window, core.forecast_max_levels)
-        history = ToolHistory(core.forecast_window, core.forecast_max_levels, core.forecast_session_window)
+        history = ToolHistory.from_settings(core)
         loaded = 0
         for key, duration in self.store.load():
             history.add(key, duration)

@@ -119,7 +119,7 @@ class Forecaster:
             return Prediction(0.0, "hint")
         learned = self._bound(rule, key, hints.timeout_s, 0.0)
         prediction = learned or Prediction(self.settings.default_tool_duration_s, "default")
-        return _apply_hints(prediction, hints, now, elapsed=0.0)
+        return apply_hints(prediction, hints, now, elapsed=0.0)
 
     def bound_reestimate(
         self, rule: ReadinessRule, key: ToolKey, hints: ToolHints, now: float, elapsed: float
@@ -128,7 +128,7 @@ class Forecaster:
         learned = self._bound(rule, key, hints.timeout_s, elapsed)
         if learned is None or learned.duration_s <= elapsed:
             learned = Prediction(elapsed + self.settings.default_tool_duration_s, "reestimate")
-        return _apply_hints(Prediction(learned.duration_s, "reestimate"), hints, now, elapsed)
+        return apply_hints(Prediction(learned.duration_s, "reestimate"), hints, now, elapsed)
 
     def binary_schedule(self, predicted_end: float, started_at: float, horizon_s: float) -> ReadinessSchedule:
         top = self.settings.readiness_levels
@@ -171,12 +171,8 @@ class Forecaster:
         schedule = self.binary_schedule(end, now, horizon_s)
         return RunningTool(call_id, tool, now, hints, end, now, prediction.source, program, schedule)
 
-    def rescheduled(
-        self, rule: ReadinessRule | None, running: RunningTool, session_id: str, horizon_s: float
-    ) -> RunningTool:
+    def rescheduled(self, running: RunningTool, session_id: str, horizon_s: float) -> RunningTool:
         """The same call forecast again for a new horizon (the `forecast` rule's schedules depend on it)."""
-        if rule != "forecast":
-            return running
         forecast = self.forecast(
             ToolKey.of(running.tool, running.program), running.hints, session_id, running.started_at
         )
@@ -202,7 +198,8 @@ def learned_duration(hints: ToolHints, duration_s: float) -> float:
     return max(0.0, duration_s - (hints.sleep_s or 0.0))
 
 
-def _apply_hints(prediction: Prediction, hints: ToolHints, now: float, elapsed: float) -> Prediction:
+def apply_hints(prediction: Prediction, hints: ToolHints, now: float, elapsed: float) -> Prediction:
+    """The sleep a floor; the timeout and what is left of the deadline (the call has run `elapsed`) caps."""
     duration, source = prediction.duration_s, prediction.source
     if hints.sleep_s is not None and hints.sleep_s > duration:
         duration, source = hints.sleep_s, "hint"

@@ -3,7 +3,7 @@
 Shared levels (`ToolKey.levels`: tool and program, tool, every tool) keep the newest `forecast_window` durations
 each, in a ring. At most `forecast_max_levels` shared levels are kept: adding to a level makes it the most recently
 used, and the least recently used one goes when a new level would pass the cap (`ALL_TOOLS` is never evicted). A
-session's own levels keep the newest `forecast_session_window` durations of at most `forecast_session_levels` levels,
+session's own levels keep the newest `forecast_session_window` durations of at most `session_levels` levels,
 and go when the session closes (`forget_session`).
 
 Memory: a full shared level is two arrays of `forecast_window` 8-byte numbers plus about 0.4 KiB of objects and its
@@ -11,7 +11,7 @@ name (tool names are at most 200 characters), so under 2.7 KiB at the default wi
 levels bounds the shared history at about 11 MiB whatever the clients send (`MEMORY_PER_LEVEL_BYTES`; `tao bench
 memory` sends 100,000 distinct tool names to a live coordinator and checks its RSS).
 
-Every level has a `version` that changes on each add, so forecasts built from a level can be cached by it.
+Every level counts its adds (`Samples.added`), so what is built from a level can be cached by that count.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 
+from ..settings import CoreSettings
 from .keys import ALL_TOOLS, ToolKey
 
 MEMORY_PER_LEVEL_BYTES = 2 * 8 * 128 + 400
@@ -53,7 +54,7 @@ class Samples:
         return len(self._values)
 
     def values(self) -> array[float]:
-        """The kept durations, in ring order (see `ages`)."""
+        """The kept durations, in ring order (see `arrivals`)."""
         return self._values
 
     def arrivals(self) -> array[int]:
@@ -78,6 +79,10 @@ class ToolHistory:
         self._sessions: dict[str, OrderedDict[str, Samples]] = {}
         self.evicted = 0
         """Shared levels dropped by the cap since start."""
+
+    @classmethod
+    def from_settings(cls, settings: CoreSettings) -> ToolHistory:
+        return cls(settings.forecast_window, settings.forecast_max_levels, settings.forecast_session_window)
 
     def add(self, key: ToolKey, duration_s: float, session_id: str | None = None) -> None:
         if not math.isfinite(duration_s) or duration_s < 0:

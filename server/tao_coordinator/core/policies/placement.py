@@ -96,7 +96,6 @@ def build_problem(snapshot: Snapshot, values: ValueModel, cache: ValueCache | No
         if session.phase is Phase.CLOSED:
             continue
         entry = previous.get(session.id)
-        tokens = -1
         if entry is None or entry.session is not session or not entry.since <= now < entry.value.until:
             value, footprint = values.evaluate(session, ctx), footprint_tokens(session, settings)
             tokens = min(footprint, largest)

@@ -49,7 +49,7 @@ class TaoPolicy:
         exact: bool = True,
         admission: Admission = "adaptive",
         readiness_rule: ReadinessRule | None = "forecast",
-        horizon: Horizon = "adaptive",
+        horizon: Horizon = "fixed",
     ) -> None:
         if horizon not in ("adaptive", "fixed"):
             raise TypeError(f"horizon: one of adaptive, fixed, got {horizon!r}")

@@ -1,10 +1,10 @@
 """Readiness r(i) ∈ {0, …, Q}: how likely the session is to want the LLM within the horizon H (design §4).
 
-A session in a tool counts the level its tools' readiness schedules give now (`forecast/forecaster.py`: ⌊Q·P(the
-call returns within H | the time it has run, its key, its hints)⌋ under the `forecast` rule; 0 or Q under the binary
-rules). With several tools running, the least of them: the session wants the LLM only when all have returned. A
-session that is not in a tool (new, ready, admitted) is about to call: Q. A session inside an LLM call is not a
-candidate: 0. Q is `readiness_levels`.
+A session in a tool counts the level its tools' readiness schedules give now (`forecast/forecaster.py`: Q·P(the
+call returns within H | the time it has run, its key, its hints), rounded, under the `forecast` rule; 0 or Q under
+the binary rules). With several tools running, the least of them: the session wants the LLM only when all have
+returned. A session that is not in a tool (new, ready, admitted) is about to call: Q. A session inside an LLM call is
+not a candidate: 0. Q is `readiness_levels`.
 
 Why a quantised probability keeps the plan exact: the component is an integer per session, so its sum over a plan
 is an integer bounded by Q × the sessions, and the lexicographic order of integer tuples is what the solver
@@ -14,7 +14,6 @@ searches exactly; the planner never sees the probability itself, only the level 
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
 from collections.abc import Mapping
 
 from ..model import NodeId, Phase, Session
@@ -29,13 +28,7 @@ def readiness_level(session: Session, now: float, levels: int) -> int:
 
 def next_level_change(session: Session, now: float) -> float:
     """The first step after `now` of any of the session's readiness schedules (`math.inf`: none)."""
-    earliest = math.inf
-    for tool in session.tools:
-        times = tool.readiness.times
-        k = bisect_right(times, now)
-        if k < len(times):
-            earliest = min(earliest, times[k])
-    return earliest
+    return min((tool.readiness.next_change(now) for tool in session.tools), default=math.inf)
 
 
 class Readiness:

@@ -56,9 +56,10 @@ def _precedes(a, b, group, ratio):
 
 
 @njit(cache=True)
-def search_order(value, special, weight):
+def search_order(value, special, weight, best):
     """The items in search order (`branch_bound.py`): first those valued above their least in component 0 on
-    several nodes (group −1), then those valued so on one node, grouped by that node, then the rest (group m)."""
+    several nodes (group −1), then those valued so on one node, grouped by that node, then the rest (group m);
+    within a group by `best` per weight, component by component."""
     n, m, width = value.shape
     group = np.empty(n, dtype=np.int64)
     ratio = np.empty((n, width), dtype=np.float64)
@@ -76,10 +77,7 @@ def search_order(value, special, weight):
         group[k] = -1 if homes > 1 else (home if homes == 1 else m)
         scale = float(max(weight[k], 1))
         for j in range(width):
-            top = value[k, 0, j]
-            for b in range(1, m):
-                top = max(top, value[k, b, j])
-            ratio[k, j] = top / scale
+            ratio[k, j] = best[k, j] / scale
     order = np.arange(n)
     spare = np.empty(n, dtype=np.int64)
     run = 1
@@ -124,17 +122,18 @@ def prepare(weight_in, base, rows, m, max_cells, max_span):
         k, b = rows[r, 0], rows[r, 1]
         unordered[k, b, :] = rows[r, 2:]
         unordered_special[k, b] = True
-    order = search_order(unordered, unordered_special, weight_in)
+    unordered_best = np.empty((n, width), dtype=np.int64)
+    for k in range(n):
+        for j in range(width):
+            top = unordered[k, 0, j]
+            for b in range(1, m):
+                top = max(top, unordered[k, b, j])
+            unordered_best[k, j] = top
+    order = search_order(unordered, unordered_special, weight_in, unordered_best)
     weight = weight_in[order]
     value = unordered[order]
     special = unordered_special[order]
-    best = np.empty((n, width), dtype=np.int64)
-    for k in range(n):
-        for j in range(width):
-            top = value[k, 0, j]
-            for b in range(1, m):
-                top = max(top, value[k, b, j])
-            best[k, j] = top
+    best = unordered_best[order]
     twin = np.zeros(n, dtype=np.bool_)
     for k in range(1, n):
         # valued as the item before it on every node, and no lighter: left out after it (`branch_bound.py`)
@@ -196,6 +195,23 @@ def prepare(weight_in, base, rows, m, max_cells, max_span):
 
 
 @njit(cache=True)
+def _valued_on(value, special, b, j):
+    """Positions, ascending, of the items valued above 0 on node b in component j: the members of b's tables."""
+    n = value.shape[0]
+    count = 0
+    for k in range(n):
+        if special[k, b] and value[k, b, j] > 0:
+            count += 1
+    positions = np.empty(count, dtype=np.int64)
+    c = 0
+    for k in range(n):
+        if special[k, b] and value[k, b, j] > 0:
+            positions[c] = k
+            c += 1
+    return positions
+
+
+@njit(cache=True)
 def build_tables(weight, value, best, special, zero_based, max_cells):
     """Tables for every component whose base values are all 0 (`zero_based`) and whose tables stay within
     `max_cells` entries. Returns (offset, length, data, suffix_of, member_best, tabled); `member_best[b, s, j]`
@@ -232,12 +248,7 @@ def build_tables(weight, value, best, special, zero_based, max_cells):
             continue
         for b in range(m):
             count, span = members[j, b], length[j, b]
-            positions = np.empty(count, dtype=np.int64)
-            c = 0
-            for k in range(n):
-                if special[k, b] and value[k, b, j] > 0:
-                    positions[c] = k
-                    c += 1
+            positions = _valued_on(value, special, b, j)
             # suffix s covers positions[s:]; the last table (s = count) reaches value 0 only
             for s in range(count + 1):
                 offset[j, b, s] = cursor + s * span
@@ -296,16 +307,8 @@ def build_joint_tables(weight, value, special, tabled, offset, length, max_span,
         if joint_span[j, 0] == 0:
             continue
         for b in range(m):
-            count = 0
-            for k in range(n):
-                if special[k, b] and value[k, b, 0] > 0:
-                    count += 1
-            positions = np.empty(count, dtype=np.int64)
-            c = 0
-            for k in range(n):
-                if special[k, b] and value[k, b, 0] > 0:
-                    positions[c] = k
-                    c += 1
+            positions = _valued_on(value, special, b, 0)
+            count = positions.size
             spans_c, spans_r = length[0, b], joint_span[j, b]
             block = spans_c * spans_r
             for t in range(count + 1):
@@ -465,19 +468,10 @@ def home_start(weight, value, special, capacities, tabled, offset, length, data)
         return path
     remaining = capacities.copy()
     for b in range(m):
-        count = 0
-        for k in range(n):
-            if special[k, b] and value[k, b, 0] > 0:
-                count += 1
-        positions = np.empty(count, dtype=np.int64)
-        c = 0
-        for k in range(n):
-            if special[k, b] and value[k, b, 0] > 0:
-                positions[c] = k
-                c += 1
+        positions = _valued_on(value, special, b, 0)
         room = remaining[b]
         target = _table_value(data, offset[0, b, 0], length[0, b], room)
-        for s in range(count):
+        for s in range(positions.size):
             k = positions[s]
             if target == 0:
                 break
