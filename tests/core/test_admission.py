@@ -100,6 +100,27 @@ def test_a_cached_session_goes_to_the_node_with_its_cache_and_waits_when_that_no
     assert c.on_event(Acquire("s0"), 0.0) == []
 
 
+def test_a_session_without_credit_goes_to_the_least_loaded_node_with_room_and_the_room_rule_to_the_most_room():
+    def first_place(policy):
+        c = fleet(policy, nodes=("a", "b", "c"), capacity=BIG, inline=False)
+        c.on_event(NodeUpdate("a", BIG, running=1, waiting=0), 0.0)
+        c.on_event(NodeUpdate("b", BIG, running=3, waiting=1), 0.0)
+        c.on_event(NodeUpdate("c", BIG, running=1, waiting=2), 0.0)
+        c.on_event(Register("held", expected_input_tokens=PROMPT), 0.0)
+        c.on_event(CacheResidency("a", "held", PROMPT), 0.0)
+        assert c.on_event(Acquire("held"), 0.0) == [Route("held", "a")]  # a now has the least room
+        c.on_event(Register("s0", expected_input_tokens=PROMPT), 0.0)
+        [route] = c.on_event(Acquire("s0"), 0.0)
+        return route
+
+    # a: 1 request and less room; b: 4; c: 3 → the least loaded, a, though b and c have more room
+    assert first_place("tao") == Route("s0", "a")
+    # the room rule: b and c tie on room, the higher name wins the tie
+    assert first_place("tao[place=room]") == Route("s0", "c")
+    with pytest.raises(ValueError, match="place"):
+        make_policy("tao[place=nowhere]")
+
+
 def turn(c, session, now, prompt, cached, preemptions=0, waiting=0):
     """One turn of a session holding its place on `a`: the call ends, a short tool runs, a scrape, the next call."""
     c.on_event(LlmEnd(session, "a", prompt, cached, 500), now)

@@ -70,3 +70,27 @@ def test_report_joins_every_run_on_disk_and_refuses_an_empty_directory(tmp_path,
     joined = json.loads((tmp_path / "results.json").read_text())["runs"]
     assert [(r["policy"], r["seed"]) for r in joined] == [("tao", 0), ("thunderagent", 0), ("tao", 1)]
     assert "100 s vs 100 s thunderagent: +0.0% ✓" in (tmp_path / "results.md").read_text()
+
+
+def test_the_seed_verdict_is_a_paired_interval_against_the_best_baseline_on_average():
+    # latency: TAO is 1 % behind sglang in every seed but one, where it is 9 % ahead — the interval holds 0;
+    # TTFT: TAO is 20 % ahead in every seed (±1 %) — better; throughput: 5 % behind in every seed — worse.
+    records = []
+    for seed, (lat, ttft) in enumerate([(101.0, 0.80), (101.0, 0.79), (91.0, 0.81), (101.0, 0.80)]):
+        records += [
+            _record("tao", 32, seed, latency_mean_s=lat, ttft_mean_s=ttft, decode_throughput_tok_s=950.0),
+            _record("sglang-cache-aware", 32, seed, latency_mean_s=100.0),
+            # a worse baseline on every metric is never the one compared against
+            _record("round-robin", 32, seed, latency_mean_s=200.0, ttft_mean_s=3.0, decode_throughput_tok_s=500.0),
+        ]
+    report = render_report(records, {"swe": (4, "h100-tp2")})
+    row = next(line for line in report.splitlines() if line.startswith("| 32 | -"))
+    latency, ttft, throughput = row.strip("| ").split(" | ")[1:]
+    assert latency.startswith("-1.5% ±") and latency.endswith("vs sglang-cache-aware (4 seeds): tie")
+    assert ttft.startswith("-20.0% ±") and ttft.endswith("(4 seeds): better")
+    assert throughput.startswith("-5.0% ± 0.0%") and throughput.endswith("(4 seeds): worse")
+
+
+def test_no_seed_verdict_from_fewer_than_three_paired_seeds():
+    records = [_record(p, 32, seed) for p in ("tao", "thunderagent") for seed in (0, 1)]
+    assert "95 % interval" not in render_report(records, {"swe": (4, "h100-tp2")})

@@ -1,6 +1,7 @@
 """Markdown tables of `tao bench compare`: every policy per concurrency, TAO against the best baseline per metric,
 TAO's ablations against TAO — all from seed 0, one consistent run — and, where other seeds were run, the spread over
-seeds and how often TAO beat each baseline seed by seed.
+seeds, how often TAO beat each baseline seed by seed, and a verdict per metric: TAO's paired change against the
+baseline best on average, with a 95 % interval over the seeds — "tie" where the seeds cannot tell the two apart.
 
 Relative change is `(TAO − best) / best`; for latency, TTFT and tool-end→first-token lower is better, for
 throughput and hit rate higher is better, and "best" is the best baseline on that metric alone at that concurrency
@@ -17,6 +18,8 @@ import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
+
+from scipy.stats import t as t_dist
 
 from ..core.policies import ABLATIONS, BASELINES, VARIANTS
 from ..sim.driver import PlanTiming
@@ -95,6 +98,7 @@ def render_report(records: list[Record], fleets: dict[str, tuple[int, str]]) -> 
         lines += _versus_best(table, workload)
         lines += _ablations(table, workload)
         lines += _seed_check([r for r in records if r["workload"] == workload])
+        lines += _seed_verdict([r for r in records if r["workload"] == workload])
     return "\n".join(lines)
 
 
@@ -135,6 +139,81 @@ def _seed_check(records: list[Record]) -> list[str]:
         win_text = "–" if policy == "tao" else " · ".join(wins)
         lines.append(f"| {concurrency} | {label} | {len(by_seed)} | " + " | ".join(cells) + f" | {win_text} |")
     return [*lines, ""]
+
+
+VERDICT_MIN_SEEDS = 3
+"""Fewer paired seeds than this give no interval worth printing."""
+
+
+@dataclass(frozen=True)
+class PairedChange:
+    """TAO against one policy over the seeds both ran: the mean of the per-seed relative changes and the half-width
+    of its 95 % Student-t interval (the seeds' orders are independent draws; a seed pairs two runs of one order)."""
+
+    seeds: int
+    mean: float
+    half_width: float
+
+    def verdict(self, direction: str) -> str:
+        """ "better" or "worse" when the interval excludes 0, else "tie" (no difference the seeds can show)."""
+        low, high = self.mean - self.half_width, self.mean + self.half_width
+        good_low = direction == "lower"
+        if (high < 0) if good_low else (low > 0):
+            return "better"
+        if (low > 0) if good_low else (high < 0):
+            return "worse"
+        return "tie"
+
+
+def paired_change(tao: dict[int, float], other: dict[int, float]) -> PairedChange | None:
+    common = sorted(seed for seed in tao if other.get(seed))
+    if len(common) < VERDICT_MIN_SEEDS:
+        return None
+    changes = [(tao[seed] - other[seed]) / other[seed] for seed in common]
+    spread = statistics.stdev(changes) / math.sqrt(len(changes))
+    return PairedChange(len(changes), statistics.fmean(changes), float(t_dist.ppf(0.975, len(changes) - 1)) * spread)
+
+
+def _seed_verdict(records: list[Record]) -> list[str]:
+    """Per concurrency where TAO ran several seeds: TAO against the baseline best on each headline metric's mean over
+    the common seeds, as a paired mean change with its 95 % interval and a verdict."""
+    runs: dict[tuple[int, str], dict[int, dict[str, Any]]] = defaultdict(dict)
+    for record in records:
+        runs[(record["concurrency"], record["policy"])][record["seed"]] = record["metrics"]
+    headline = METRICS[:3]
+    rows = []
+    for concurrency in sorted({c for c, p in runs if p == "tao"}):
+        tao = runs[(concurrency, "tao")]
+        cells = []
+        for _, field, direction, _fmt_text in headline:
+            ours = {seed: m[field] for seed, m in tao.items()}
+            compared = []
+            for policy in BASELINES:
+                theirs = {seed: m[field] for seed, m in runs.get((concurrency, policy), {}).items() if seed in ours}
+                paired = paired_change(ours, theirs)
+                if paired is not None:
+                    compared.append((statistics.fmean(theirs.values()), policy, paired))
+            if not compared:
+                cells.append("")
+                continue
+            _, policy, paired = min(compared, key=lambda c: c[0] if direction == "lower" else -c[0])
+            cells.append(
+                f"{paired.mean:+.1%} ± {paired.half_width:.1%} vs {policy} ({paired.seeds} seeds): "
+                f"{paired.verdict(direction)}"
+            )
+        if any(cells):
+            rows.append(f"| {concurrency} | " + " | ".join(cell or "–" for cell in cells) + " |")
+    if not rows:
+        return []
+    return [
+        "TAO against the baseline best on average over seeds, per metric: the mean of the per-seed changes "
+        "(TAO − baseline) / baseline with its 95 % interval; *tie* where the interval holds 0:",
+        "",
+        "| conc | " + " | ".join(title for title, *_ in headline) + " |",
+        "|" + "---|" * (len(headline) + 1),
+        *rows,
+        "",
+    ]
 
 
 def _concurrencies(table: Table, workload: str) -> list[int]:

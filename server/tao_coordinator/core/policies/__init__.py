@@ -43,6 +43,7 @@ from .tao import (
     tao_no_readiness,
     tao_paper,
     tao_plain_footprint,
+    tao_room_admit,
     tao_static_admit,
 )
 from .tao_spread import tao_spread
@@ -64,6 +65,7 @@ POLICIES: dict[str, Callable[..., Policy]] = {
     "tao-no-cache": _unseeded(tao_no_cache),
     "tao-plain-footprint": _unseeded(tao_plain_footprint),
     "tao-static-admit": _unseeded(tao_static_admit),
+    "tao-room-admit": _unseeded(tao_room_admit),
     "tao-spread": tao_spread,
     "tao-paper": _unseeded(tao_paper),
     "tao-bound": _unseeded(tao_bound),
@@ -94,6 +96,7 @@ ABLATIONS = (
     "tao-no-cache",
     "tao-plain-footprint",
     "tao-static-admit",
+    "tao-room-admit",
     "tao-paper",
     "tao-bound",
 )

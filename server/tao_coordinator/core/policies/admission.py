@@ -6,10 +6,17 @@ every node up to `capacity × CoreSettings.utilization_target` (0.9), charging e
 
 `FastAdmit`: a session that asks for the LLM without a place is admitted at once, without a plan, when a node has
 room for its whole footprint next to what the node's holders hold now — the node where it has the most cache
-credit among those with room, or, without credit anywhere, the node with the most room. It then holds its place
-with that footprint, exactly as if a plan had admitted it, so the planner's accounting (`FleetState.used_cells`)
-never passes a node's plannable capacity. A session with credit but no room at home waits for the plan, which may
-interrupt someone for it or place it elsewhere.
+credit among those with room, or, without credit anywhere, the node with the fewest requests running or queued at
+its last scrape (ties: the most room; `place="room"` takes the most room alone, the rule before). It then holds its
+place with that footprint, exactly as if a plan had admitted it, so the planner's accounting
+(`FleetState.used_cells`) never passes a node's plannable capacity. A session with credit but no room at home waits
+for the plan, which may interrupt someone for it or place it elsewhere.
+
+Why load before room for a session without credit: where it lands is where its calls will run for as long as it
+keeps its place, and room says nothing of that — it counts the tokens held by sessions in tools as much as those
+decoding. A node's running and queued requests are what its next steps will batch; they are also what SGLang's and
+the other load-aware routers balance, and the room rule lost to them when nothing was contended (mini-swe-agent at
+32 sessions, docs/benchmarks.md).
 
 Charging less — only what the session adds to its home node, its footprint minus its credit there — is unsound:
 its cached blocks are on the node but in no holder's count, so after admission the accounting would pass the
@@ -41,6 +48,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from ..model import Node, NodeId, Session
 from ..settings import CoreSettings
@@ -49,8 +57,16 @@ from ..signals.cache_credit import CacheCredit
 from ..signals.footprint import footprint_tokens
 from ..state import token_cells
 
+Placement = Literal["load", "room"]
+"""Where `FastAdmit` puts a session without credit: the least loaded node with room, or the one with most room."""
+
 
 class FastAdmit:
+    def __init__(self, place: Placement = "load") -> None:
+        if place not in ("load", "room"):
+            raise TypeError(f"place: one of load, room, got {place!r}")
+        self.place = place
+
     def admit(
         self,
         session: Session,
@@ -64,7 +80,9 @@ class FastAdmit:
         credit = CacheCredit().on_nodes(session, SignalContext(now, settings, nodes))
         if credit:
             return min((n for n in fitting if n in credit), key=lambda n: (-credit[n], n), default=None)
-        return max(fitting, key=lambda n: (room[n], n), default=None)
+        if self.place == "room":
+            return max(fitting, key=lambda n: (room[n], n), default=None)
+        return min(fitting, key=lambda n: (nodes[n].running + nodes[n].waiting, -room[n], n), default=None)
 
 
 @dataclass

@@ -9,8 +9,11 @@
 | tao-no-cache        | readiness, held footprint, stability               | exact            | adaptive  |
 | tao-plain-footprint | cache credit, readiness, footprint, stability      | exact            | adaptive  |
 | tao-static-admit    | as tao                                             | exact            | static    |
+| tao-room-admit      | as tao                                             | exact            | adaptive¹ |
 | tao-paper           | as tao, readiness by the published binary rule     | exact            | adaptive  |
 | tao-bound           | as tao, readiness by the previous binary rule      | exact            | adaptive  |
+
+¹ fast admission of a session without credit by most room, not least load (`policies/admission.py`).
 
 Readiness (`forecast/forecaster.py`): `tao` counts Q·P(the tool returns within H), rounded, from the learned
 forecast, H = `readiness_horizon_s` (`tao[horizon=adaptive]`: H follows load); `tao-paper` is the write-up's rule
@@ -32,7 +35,7 @@ from ..signals import CacheCredit, Footprint, HeldFootprint, Readiness, Signal, 
 from ..snapshot import Snapshot
 from ..solver import solve, solve_greedy
 from ..value import ValueModel
-from .admission import AdaptiveTarget, FastAdmit
+from .admission import AdaptiveTarget, FastAdmit, Placement
 from .placement import ValueCache, build_problem, plan_from_solution
 
 Admission = Literal["adaptive", "static"]
@@ -50,6 +53,7 @@ class TaoPolicy:
         admission: Admission = "adaptive",
         readiness_rule: ReadinessRule | None = "forecast",
         horizon: Horizon = "fixed",
+        place: Placement = "load",
     ) -> None:
         if horizon not in ("adaptive", "fixed"):
             raise TypeError(f"horizon: one of adaptive, fixed, got {horizon!r}")
@@ -61,7 +65,7 @@ class TaoPolicy:
         self.admission = admission
         # the scrapes carry the preemption counter and the waiting queue that the adaptive target reads
         self.inputs = frozenset({"node_load"}) if admission == "adaptive" else frozenset()
-        self._fast = FastAdmit()
+        self._fast = FastAdmit(place)
         self.value_cache = ValueCache()
         self._target = AdaptiveTarget()
 
@@ -105,9 +109,10 @@ class TaoPolicy:
             self._target.forget(event.node_id)
 
 
-def tao(horizon: Horizon = "fixed") -> TaoPolicy:
-    """`tao[horizon=adaptive]` lets H follow the waits of the pool (`forecast/horizon.py`); measured no better."""
-    return TaoPolicy("tao", [CacheCredit(), Readiness(), HeldFootprint(), Stability()], horizon=horizon)
+def tao(horizon: Horizon = "fixed", place: Placement = "load") -> TaoPolicy:
+    """`tao[horizon=adaptive]` lets H follow the waits of the pool (`forecast/horizon.py`); measured no better.
+    `tao[place=room]` fast-admits a session without credit where there is most room, not least load."""
+    return TaoPolicy("tao", [CacheCredit(), Readiness(), HeldFootprint(), Stability()], horizon=horizon, place=place)
 
 
 def tao_no_dp() -> TaoPolicy:
@@ -132,6 +137,10 @@ def tao_plain_footprint() -> TaoPolicy:
 
 def tao_static_admit() -> TaoPolicy:
     return TaoPolicy("tao-static-admit", [CacheCredit(), Readiness(), HeldFootprint(), Stability()], admission="static")
+
+
+def tao_room_admit() -> TaoPolicy:
+    return TaoPolicy("tao-room-admit", [CacheCredit(), Readiness(), HeldFootprint(), Stability()], place="room")
 
 
 def tao_paper() -> TaoPolicy:
