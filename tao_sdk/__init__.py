@@ -12,7 +12,7 @@ hook process that only parses commands (`tao_sdk.hints`) starts fast.
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import ConfigurationError, NoNodeAvailable, TaoError
+from .errors import AuthenticationFailed, ConfigurationError, NoNodeAvailable, TaoError
 from .hints import CommandHints, command_hints
 
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AgentContext",
+    "AuthenticationFailed",
     "CommandHints",
     "ConfigurationError",
     "NoNodeAvailable",

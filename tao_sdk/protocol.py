@@ -7,14 +7,18 @@ clock), the only absolute time on the wire.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from .hints import PROGRAM_MAX_CHARS, PROGRAM_PATTERN
 from .ids import SESSION_ID_PATTERN
 
 API_PREFIX = "/v1"
+
+LabelKey = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+LabelValue = Annotated[str, StringConstraints(max_length=256)]
+ToolName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 
 
 class _Body(BaseModel):
@@ -25,8 +29,9 @@ class AgentContext(_Body):
     harness: str = Field(default="unknown", max_length=100)
     workflow_id: str = Field(default="", max_length=200)
     model: str = Field(default="", max_length=200)
-    labels: dict[str, str] = Field(default_factory=dict, max_length=50)
-    expected_next_tools: list[str] = Field(default_factory=list, max_length=50)
+    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=50)
+    """At most 50, each key 1–64 characters and each value at most 256."""
+    expected_next_tools: list[ToolName] = Field(default_factory=list, max_length=50)
     client_session_id: str = Field(default="", max_length=200)
     shared_prefix_tokens: int = Field(default=0, ge=0, le=10_000_000)
     """Tokens at the head of every prompt shared with other sessions (system prompt, tool catalog)."""
@@ -80,7 +85,7 @@ class ToolHints(_Body):
     timeout_s: float | None = Field(default=None, ge=0, le=86_400)
     sleep_s: float | None = Field(default=None, ge=0, le=86_400)
     background: bool = False
-    deadline: float | None = Field(default=None, ge=0)
+    deadline: float | None = Field(default=None, ge=0, le=1e11)
     """Unix time by which the tool ends."""
 
 
@@ -128,9 +133,28 @@ class EventsResponse(_Body):
     results: list[EventResult]
 
 
+class SessionView(_Body):
+    """The coordinator's view of a session, sent with every 409 about it: the coordinator is the judge of a
+    session's phase, and a client converges on it (`tao_sdk/router.py`)."""
+
+    phase: str
+    node: str | None = None
+    running_calls: list[str] = Field(default_factory=list)
+    """Call ids of the tools the coordinator sees running."""
+    llm_calls: int = 0
+    """Model calls the coordinator sees running."""
+
+
+NO_HEALTHY_NODE = "no_healthy_node"
+
+
 class ErrorBody(_Body):
     error: str
     field: str | None = None
+    code: str | None = None
+    """A cause a client acts on: `no_healthy_node` (a 503 to an acquire while no node of the fleet is healthy)."""
+    session: SessionView | None = None
+    """On a 409 about a session: what the coordinator sees of it."""
 
 
 class NodeInfo(_Body):

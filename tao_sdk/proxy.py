@@ -32,7 +32,7 @@ import aiohttp
 from aiohttp import web
 
 from . import protocol
-from .errors import NoNodeAvailable
+from .errors import AuthenticationFailed, NoNodeAvailable
 from .ids import SESSION_ID_PATTERN
 from .router import AsyncRouter, Grant, SessionConfig
 from .usage import UsageObserver
@@ -75,7 +75,7 @@ class RoutingProxy:
 
     def session_id(self, request: web.Request) -> str:
         named = next((request.headers[h] for h in SESSION_HEADERS if request.headers.get(h)), ANONYMOUS)
-        if _VALID_SESSION_ID.match(named):
+        if _VALID_SESSION_ID.fullmatch(named):
             return named
         return "tao-proxy-" + hashlib.sha256(named.encode()).hexdigest()[:32]
 
@@ -113,7 +113,7 @@ class RoutingProxy:
         try:
             grant = await router.acquire(len(raw) // 4)
         except NoNodeAvailable as error:
-            return web.json_response({"error": {"type": "tao_no_node", "message": str(error)}}, status=503)
+            return no_node(error)
         body, streaming = with_usage_requested(raw, request.path)
         started = time.monotonic()
         observer = UsageObserver(streaming, started)
@@ -127,7 +127,7 @@ class RoutingProxy:
         try:
             grant = router.state.last or router.fallback()
         except NoNodeAvailable as error:
-            return web.json_response({"error": {"type": "tao_no_node", "message": str(error)}}, status=503)
+            return no_node(error)
         return await self._forward(request, grant, await request.read(), router.state.session_id, None)
 
     async def _forward(
@@ -214,6 +214,12 @@ class RoutingProxy:
         for session in self.sessions.values():
             await session.router.close()
         await self.http.close()
+
+
+def no_node(error: NoNodeAvailable) -> web.Response:
+    """A 503 naming why no node could be used; a refused API token has a type of its own."""
+    kind = "tao_coordinator_auth" if isinstance(error, AuthenticationFailed) else "tao_no_node"
+    return web.json_response({"error": {"type": kind, "message": str(error)}}, status=503)
 
 
 def with_usage_requested(raw: bytes, path: str) -> tuple[bytes, bool]:

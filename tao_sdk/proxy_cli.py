@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import socket
 import sys
 
 from .errors import ConfigurationError
@@ -47,7 +48,15 @@ def run(args: argparse.Namespace) -> int:
     except ConfigurationError as error:
         print(f"tao proxy: {error}", file=sys.stderr)
         return 2
+    sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((args.host, args.port))
+    except OSError as error:
+        sock.close()
+        print(f"tao proxy: cannot listen on {args.host}:{args.port}: {error.strerror or error}", file=sys.stderr)
+        return 1
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     print(f"tao proxy on http://{args.host}:{args.port} (OpenAI base URL: http://{args.host}:{args.port}/v1)")
-    web.run_app(proxy.app(), host=args.host, port=args.port, print=None)
+    web.run_app(proxy.app(), sock=sock, print=None)
     return 0

@@ -71,7 +71,7 @@ def _timeout_s(env: Mapping[str, str]) -> float:
 def events_for(payload: Mapping[str, Any], env: Mapping[str, str]) -> list[Event]:
     """The relay events for one hook payload (empty when there is nothing to report)."""
     session_id = payload.get("session_id")
-    if not isinstance(session_id, str) or not _SESSION_ID.match(session_id) or payload.get("agent_id"):
+    if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id) or payload.get("agent_id"):
         return []
     match payload.get("hook_event_name"):
         case "SessionStart":

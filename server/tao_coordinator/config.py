@@ -59,6 +59,14 @@ class ServerConfig(_Section):
     state_dir: Path = Path("~/.local/state/tao")
     """Where learned state (tool-duration history) persists across restarts."""
     max_body_bytes: int = Field(default=1 << 20, ge=1024)
+    """Largest request body accepted (413 past it)."""
+    body_timeout_s: float = Field(default=5.0, gt=0, le=300)
+    """Longest the reading of one request body may take (408, and the connection is closed, past it)."""
+    idle_timeout_s: float = Field(default=75.0, gt=0, le=3600)
+    """A connection that has no request in progress for this long — idle between requests, or still sending its
+    first request's headers — is closed."""
+    max_connections: int = Field(default=4096, ge=1)
+    """Open client connections at most; a connection past it is closed as soon as it is accepted."""
     log_format: Literal["text", "json"] = "text"
     acquire_wait_s: float = Field(default=30.0, gt=0, le=600)
     """Upper bound on how long one acquire call blocks (the client's wait_s is capped by it)."""

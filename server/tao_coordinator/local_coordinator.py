@@ -1,12 +1,15 @@
 """A coordinator in a process of its own on a free loopback port, for the demo and the benchmarks.
 
-It runs without tokens (loopback only) and with a throw-away state directory; the context manager waits until at
-least one node is healthy, yields the base URL, and stops the process on the way out, whatever happened inside.
+It runs without tokens (loopback only) unless given one, with a throw-away state directory unless given one; the
+context manager waits until at least one node is healthy, yields the base URL (`local_coordinator`) or the process
+(`coordinator_process`, which the fault runs and tests pause, resume and kill), and stops the process on the way
+out, whatever happened inside.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -14,6 +17,8 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -42,22 +47,62 @@ def wait_ready(url: str, process: subprocess.Popen[Any], timeout: float = 180.0)
     raise RuntimeError(f"the coordinator at {url} did not become ready within {timeout:g} s")
 
 
+@dataclass
+class CoordinatorProcess:
+    """A running `tao coordinator` process: its URL, its state directory, and the signals the fault runs send it."""
+
+    url: str
+    process: subprocess.Popen[Any]
+    state_dir: Path
+    token: str | None
+
+    def pause(self) -> None:
+        """SIGSTOP: the process keeps its sockets (connections still complete in the backlog) and answers nothing."""
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.process.send_signal(signal.SIGCONT)
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no flush."""
+        self.process.kill()
+        self.process.wait(10)
+
+
 @contextmanager
-def local_coordinator(nodes: Sequence[str], policy: str | None = None) -> Iterator[str]:
-    """`nodes` are `NAME=URL[,CAPACITY]` specs, as `tao coordinator --node` takes them."""
-    port = free_port()
-    with tempfile.TemporaryDirectory() as state:
-        command = [sys.executable, "-m", "tao_sdk.cli", "coordinator", "--insecure-no-auth", "--port", str(port)]
-        command += ["--state-dir", state, "--log-format", "json"]
-        command += ["--policy", policy] if policy else []
+def coordinator_process(
+    nodes: Sequence[str],
+    state_dir: Path | None = None,
+    *,
+    token: str | None = None,
+    policy: str | None = None,
+    port: int | None = None,
+) -> Iterator[CoordinatorProcess]:
+    """A coordinator process over `nodes` (`NAME=URL[,CAPACITY]`, as `--node` takes them), with `token` or, without
+    one, no auth (loopback); `state_dir` defaults to a throw-away directory. Stopped on the way out, even if paused."""
+    with tempfile.TemporaryDirectory() as scratch:
+        state = state_dir or Path(scratch)
+        port = port or free_port()
+        command = [sys.executable, "-m", "tao_sdk.cli", "coordinator", "--port", str(port), "--state-dir", str(state)]
+        command += ["--token", token] if token else ["--insecure-no-auth"]
+        command += ["--log-format", "json"] + (["--policy", policy] if policy else [])
         for spec in nodes:
             command += ["--node", spec]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        running = CoordinatorProcess(f"http://127.0.0.1:{port}", server, state, token)
         try:
-            url = f"http://127.0.0.1:{port}"
-            wait_ready(url, server)
-            yield url
+            wait_ready(running.url, server)
+            yield running
         finally:
-            server.terminate()
-            server.wait(10)
+            if server.poll() is None:
+                server.send_signal(signal.SIGCONT)
+                server.terminate()
+                server.wait(10)
+
+
+@contextmanager
+def local_coordinator(nodes: Sequence[str], policy: str | None = None) -> Iterator[str]:
+    """`nodes` are `NAME=URL[,CAPACITY]` specs, as `tao coordinator --node` takes them."""
+    with coordinator_process(nodes, policy=policy) as running:
+        yield running.url

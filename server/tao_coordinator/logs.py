@@ -21,6 +21,18 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry)
 
 
+class MalformedRequests(logging.Filter):
+    """Drops aiohttp's traceback for a request it could not parse (bad header bytes, a line too long, conflicting
+    lengths): the client is at fault and answered 400, and a hostile one could otherwise flood the log with 20 lines
+    a request. Kept when debugging."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from aiohttp.http_exceptions import HttpProcessingError
+
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, HttpProcessingError) or logging.getLogger().isEnabledFor(logging.DEBUG)
+
+
 def configure(log_format: str = "text", level: int = logging.INFO) -> None:
     handler = logging.StreamHandler()
     if log_format == "json":
@@ -31,3 +43,6 @@ def configure(log_format: str = "text", level: int = logging.INFO) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    server = logging.getLogger("aiohttp.server")
+    if not any(isinstance(f, MalformedRequests) for f in server.filters):
+        server.addFilter(MalformedRequests())

@@ -87,6 +87,18 @@ def test_index_counts_a_sessions_resident_blocks_with_refcounts():
     assert index.take_changed() == {"a": 0, "b": 0}
 
 
+def test_index_keeps_no_key_for_a_session_whose_blocks_are_all_gone():
+    index = NodeKvIndex()
+    for k in range(1_000):
+        index.apply(Stored((k,), 16, f"s-{k}"))
+        index.apply(Removed((k,)))
+    assert index.sessions() == 0
+    assert index.take_changed() == {f"s-{k}": 0 for k in range(1_000)}
+    index.apply(Stored((1, 2), 16, "a"))
+    index.apply(Removed((1,)))
+    assert (index.sessions(), index.tokens_of("a"), index.tokens_of("gone")) == (1, 16, 0)
+
+
 @pytest.mark.parametrize(("encoding", "session"), [("map", "s1"), ("array", None)])
 def test_what_the_fake_vllm_publishes_decodes_in_both_encodings(encoding, session):
     # the array encoding is vLLM ≤ 0.23's, which had no session id: its blocks count for nobody

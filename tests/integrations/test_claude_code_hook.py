@@ -127,6 +127,8 @@ def test_a_turn_that_ends_with_background_work_waits_for_its_notification():
         hook("PreToolUse", tool_name="Bash", tool_input="not a dict", tool_use_id=""),
         hook("Notification", message="hi"),
         hook("PostToolBatch", tool_calls=[]),
+        # an id the coordinator would refuse: the whole id must match, a trailing newline included
+        {**hook("SessionStart"), "session_id": "abc\n"},
     ],
 )
 def test_what_is_not_reported(payload):

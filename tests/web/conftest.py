@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tao_coordinator.config import CoordinatorConfig
 from tao_coordinator.fakevllm import FakeFleet, FakeNodeConfig
+from tao_coordinator.web import serve
 from tao_coordinator.web.app import create_app
 from tao_coordinator.web.keys import SERVICE
 from tao_coordinator.web.service import CoordinatorService
@@ -31,6 +33,7 @@ class Running:
     http: aiohttp.ClientSession
     app: web.Application
     fleet: FakeFleet
+    site: serve.LimitedSite
 
     @property
     def service(self) -> CoordinatorService:
@@ -88,14 +91,15 @@ async def running_coordinator(
         }
     )
     app = create_app(config)
-    runner = web.AppRunner(app, access_log=None)
+    runner = serve.runner(app, config.server, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
+    sock = serve.listen("127.0.0.1", 0)
+    site = serve.LimitedSite(runner, sock, config.server.max_connections)
     await site.start()
-    port = runner.addresses[0][1]
+    port = sock.getsockname()[1]
     try:
         async with aiohttp.ClientSession() as http:
-            running = Running(f"http://127.0.0.1:{port}", http, app, fleet)
+            running = Running(f"http://127.0.0.1:{port}", http, app, fleet, site)
             await eventually(lambda: len(running.service.coordinator.state.nodes) == len(nodes))
             yield running
     finally:
@@ -119,3 +123,42 @@ async def eventually(check: Callable[[], bool | Awaitable[bool]], timeout: float
 async def fleet() -> AsyncIterator[FakeFleet]:
     async with FakeFleet(2, FakeNodeConfig(time_scale=50)) as running:
         yield running
+
+
+async def raw_exchange(
+    url: str, request: bytes, timeout: float = 5.0, half_close: bool = False
+) -> tuple[int | None, bytes, float]:
+    """Send raw bytes on a fresh connection (then close our side for writing, if `half_close`); read until the
+    server closes it or `timeout`. Returns the status of the first response (None if none came), everything read,
+    and the seconds it took."""
+    host, _, port = url.removeprefix("http://").partition(":")
+    started = time.monotonic()
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(request)
+        await writer.drain()
+        if half_close:
+            writer.write_eof()
+        try:
+            data = await asyncio.wait_for(reader.read(), timeout)
+        except (TimeoutError, ConnectionError):
+            data = b""
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+    status = int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/1.") else None
+    return status, data, time.monotonic() - started
+
+
+def http_request(method: str, path: str, body: bytes = b"", headers: Sequence[tuple[str, bytes]] = ()) -> bytes:
+    """One HTTP/1.1 request with `Connection: close`, as bytes; headers are sent exactly as given, repeated ones
+    too; Content-Type and Content-Length are added unless given (or Transfer-Encoding is)."""
+    given = {name.lower() for name, _ in headers}
+    defaults = [("Content-Type", b"application/json"), ("Content-Length", str(len(body)).encode())]
+    if "transfer-encoding" in given:
+        given.add("content-length")
+    chosen = [*(pair for pair in defaults if pair[0].lower() not in given), *headers]
+    lines = [f"{method} {path} HTTP/1.1".encode(), b"Host: 127.0.0.1", b"Connection: close"]
+    lines += [name.encode() + b": " + value for name, value in chosen]
+    return b"\r\n".join(lines) + b"\r\n\r\n" + body

@@ -125,7 +125,7 @@ async def test_a_batch_applies_each_event_on_its_own(tmp_path, fleet):
             (True, 204),
             (False, 422),
             (True, 204),
-            (False, 404),
+            (False, 403),  # another session's token: as for a session that exists, nothing said about "nobody"
         ]
         assert c.service.coordinator.history.shared("bash").oldest_first() == [1.25]
         assert (await c.call("POST", "/v1/events", {"events": []}))[0] == 422

@@ -2,6 +2,7 @@
 
 import json
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -48,6 +49,9 @@ def test_config_file_json_logs_and_a_graceful_shutdown_that_persists(tmp_path):
             started = httpx2.post(f"{calls}/tool_start", json={"call_id": "c", "tool": "make"}, headers=session)
             ended = httpx2.post(f"{calls}/tool_end", json={"call_id": "c", "duration_s": 7.5}, headers=session)
             assert (started.status_code, ended.status_code) == (204, 204)
+            with socket.create_connection(("127.0.0.1", port)) as raw:  # a malformed request: 400, no traceback
+                raw.sendall(b"POST /v1/events HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n")
+                assert raw.recv(100).split(b" ")[1] == b"400"
         finally:
             server.send_signal(signal.SIGTERM)
             _, stderr = server.communicate(timeout=30)
@@ -56,5 +60,6 @@ def test_config_file_json_logs_and_a_graceful_shutdown_that_persists(tmp_path):
     assert {"ts", "level", "logger", "message"} <= logs[0].keys()
     assert "loaded 0 tool durations" in logs[0]["message"] and "policy tao-no-dp" in logs[1]["message"]
     assert "tool history persisted" in logs[-1]["message"]
+    assert not [entry for entry in logs if "exception" in entry or entry["level"] == "error"]
     with sqlite3.connect(tmp_path / "state" / "tao.sqlite3") as db:
         assert db.execute("SELECT tool, program, duration_s FROM tool_calls").fetchall() == [("make", None, 7.5)]

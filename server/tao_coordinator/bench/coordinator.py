@@ -7,6 +7,9 @@ enough to admit every session. The benchmark registers `--sessions` sessions and
   each followed by an untimed `llm_end` so the next acquire finds the session admitted again;
 - events ingested per second: `tool_start`/`tool_end` pairs through `POST /v1/events` batches from several
   concurrent clients (how hook processes report), and through the per-event endpoints.
+
+Then, unless `--no-faults`, the fault runs of `faults.py`: a node killed, the coordinator killed -9 under load, and
+a stall of each of `--stalls` seconds under SDK sessions; each prints its figures and its target.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
+import math
 import statistics
 import sys
 import time
@@ -25,6 +30,7 @@ import aiohttp
 
 from ..fakevllm import FakeNodeConfig, ThreadedFleet
 from ..local_coordinator import local_coordinator
+from . import faults
 from .planner_replay import percentile
 
 
@@ -43,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sessions", type=int, default=1000, help="concurrent sessions registered (1000)")
     parser.add_argument("--samples", type=int, default=2000, help="acquire round trips timed (2000)")
     parser.add_argument("--events", type=int, default=20_000, help="events sent per ingestion test (20000)")
+    parser.add_argument("--faults", action=argparse.BooleanOptionalAction, default=True, help="the fault runs (on)")
+    parser.add_argument("--stalls", default="10,45", help="coordinator stalls to run, in seconds (10,45)")
+    parser.add_argument("--stall-sessions", type=int, default=8, help="SDK sessions during a stall (8)")
     parser.add_argument("--json", type=Path, help="write the figures as JSON to this file")
 
 
@@ -136,9 +145,21 @@ async def _ingest_single(client: _Client, sessions: list[str], pairs: int) -> fl
     return 2 * pairs / (time.perf_counter() - started)
 
 
+def _stalls(text: str) -> list[float] | None:
+    try:
+        stalls = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        return None
+    return stalls if all(math.isfinite(s) and 0 < s <= 600 for s in stalls) else None
+
+
 def run(args: argparse.Namespace) -> int:
     if args.sessions < 1 or args.samples < 1 or args.events < 200:
         print("tao bench coordinator: --sessions and --samples must be ≥ 1, --events ≥ 200", file=sys.stderr)
+        return 2
+    stalls = _stalls(args.stalls)
+    if stalls is None or args.stall_sessions < 1:
+        print("tao bench coordinator: --stalls takes seconds in (0, 600], comma-separated", file=sys.stderr)
         return 2
     with ThreadedFleet(2, FakeNodeConfig(time_scale=50), kv_events=False) as fleet:
         capacity = max(10_000_000, args.sessions * 4_000)
@@ -154,7 +175,50 @@ def run(args: argparse.Namespace) -> int:
         f"events ingested: {figures.batched_events_per_s:,.0f}/s in /v1/events batches of 100, "
         f"{figures.single_events_per_s:,.0f}/s one request per event"
     )
+    report: dict[str, Any] = asdict(figures)
+    if args.faults:
+        report["faults"] = _fault_runs(stalls, args.stall_sessions)
     if args.json:
-        args.json.write_text(json.dumps(asdict(figures), indent=2) + "\n")
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
         print(f"wrote {args.json}")
     return 0
+
+
+def _fault_runs(stalls: list[float], sessions: int) -> dict[str, Any]:
+    print("fault runs (each with a coordinator process of its own, default settings):", flush=True)
+    killed = faults.node_kill()
+    moved = "never" if killed.last_moved_s is None else f"{killed.last_moved_s:.2f} s after the stop"
+    print(
+        f"node killed: noticed after {killed.notice_s:.2f} s; {killed.moved} of the {killed.on_killed_node} sessions "
+        f"it held moved to the other node, the last {moved}",
+        flush=True,
+    )
+    crashed = faults.coordinator_kill()
+    print(
+        f"coordinator killed -9 under load: {crashed.acknowledged:,} tool ends acknowledged in {crashed.load_s:g} s, "
+        f"{crashed.rows_after_kill:,} in the SQLite file after the kill ({crashed.lost} lost), integrity "
+        f"{crashed.integrity}, restart on it {'served' if crashed.restarted else 'FAILED'}",
+        flush=True,
+    )
+    sdk_log = logging.getLogger("tao_sdk")
+    level = sdk_log.level
+    sdk_log.setLevel(logging.ERROR)  # every session says once that it detached: expected here, and noise
+    try:
+        stalled = [faults.stall(stall_s, sessions) for stall_s in stalls]
+    finally:
+        sdk_log.setLevel(level)
+    for run in stalled:
+        rescheduled = max(run.rescheduled_s, default=math.inf)
+        print(
+            f"stall of {run.stall_s:g} s, {run.sessions} SDK sessions: longest model call during it "
+            f"{run.longest_call_during_stall_s:.2f} s (bound {run.call_bound_s:g} s; {run.calls_during_stall} calls); "
+            f"{len(run.rescheduled_s)}/{run.sessions} sessions scheduled again, the last {rescheduled:.2f} s after "
+            f"the resume (one lease renewal: {run.renewal_s:g} s); {run.stuck_at_end} left in a phase their client "
+            f"is not in — {'within target' if run.within_target else 'TARGET MISSED'}",
+            flush=True,
+        )
+    return {
+        "node_kill": asdict(killed),
+        "coordinator_kill": asdict(crashed),
+        "stalls": [{**asdict(run), "within_target": run.within_target} for run in stalled],
+    }

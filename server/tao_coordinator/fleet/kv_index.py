@@ -3,8 +3,9 @@
 vLLM ≥ 0.30 copies the request's session id into `BlockStored`. A block belongs to the session that stored it; a
 block stored twice (two requests computed the same prefix at once) is reference-counted by hash, as vLLM publishes
 one `BlockRemoved` per physical block (reference §3.5). Invariant: `blocks_of(session)` equals the number of
-distinct resident hashes whose first storer was that session; `changed` collects the sessions whose count moved
-since the last `take_changed()`.
+distinct resident hashes whose first storer was that session, and only sessions with at least one such block have a
+key (memory follows the resident blocks, not every session ever seen); `changed` collects the sessions whose count
+moved since the last `take_changed()`.
 """
 
 from __future__ import annotations
@@ -40,10 +41,19 @@ class NodeKvIndex:
                     del self._refs[block]
                     owner = self._owner.pop(block, None)
                     if owner is not None:
-                        self._per_session[owner] -= 1
-                        self.changed.add(owner)
+                        self._drop_one(owner)
         elif isinstance(event, Cleared):
             self.clear()
+
+    def _drop_one(self, session_id: str) -> None:
+        self._per_session[session_id] -= 1
+        if self._per_session[session_id] <= 0:
+            del self._per_session[session_id]
+        self.changed.add(session_id)
+
+    def sessions(self) -> int:
+        """Sessions holding at least one block here: the index keeps no key for any other."""
+        return len(self._per_session)
 
     def clear(self) -> None:
         self.changed.update(self._per_session)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -124,11 +125,16 @@ def load_workload(spec: str, max_context: int, limit: int | None, seed: int, ses
     path = Path(spec)
     if not path.is_file():
         raise UsageError(f"--trace: {spec!r} is neither a file nor synthetic[:PRESET]")
-    first = next(iter(read_records(path)), None)
-    if isinstance(first, dict) and "requests" in first:
-        return load_agentx(path, max_context=max_context, limit=limit)
-    if isinstance(first, dict) and "steps" in first:
-        return load_mini_swe(path, max_context=max_context, limit=limit)
+    try:
+        first = next(iter(read_records(path)), None)
+        if isinstance(first, dict) and "requests" in first:
+            return load_agentx(path, max_context=max_context, limit=limit)
+        if isinstance(first, dict) and "steps" in first:
+            return load_mini_swe(path, max_context=max_context, limit=limit)
+    except json.JSONDecodeError as error:
+        raise UsageError(f"--trace: {spec!r} is not JSON: {error.msg}") from None
+    except (UnicodeDecodeError, EOFError, OSError) as error:  # not UTF-8 text, a broken or truncated gzip file
+        raise UsageError(f"--trace: {spec!r} could not be read: {error}") from None
     raise UsageError(f"--trace: {spec!r} is not an AgentX trace file nor a mini-swe-agent steps table")
 
 

@@ -1,25 +1,42 @@
 """Who may call what. Registration and fleet-wide reads need the API bearer token; everything about one session
 needs that session's own token, handed out at registration — no other token, not even the API's, acts on it.
-With `insecure_no_auth` (allowed on loopback only) nothing is checked."""
+With `insecure_no_auth` (allowed on loopback only) nothing is checked.
+
+Invariants: without a session's token, a caller cannot tell whether a session id exists — an unknown id and
+another session's id get the same answer (401 without a token, 403 with any other); only a token issued for that
+id (`tokens.py`) learns that the session is gone (404). An `Authorization` header that is not one ASCII
+`Bearer <token>` is a 401 naming the problem.
+"""
 
 from __future__ import annotations
 
 import hmac
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from .errors import RequestError
 from .keys import SERVICE
 
+FOREIGN = "this token may not act on this session (it is not the session's token, or no such session exists)"
+
 
 def bearer(request: web.Request) -> str | None:
-    header = request.headers.get("Authorization", "")
+    headers = request.headers.getall(hdrs.AUTHORIZATION, [])
+    if not headers:
+        return None
+    if len(headers) > 1:
+        raise RequestError(401, f"one Authorization header expected, got {len(headers)}", "Authorization")
+    header = headers[0]
+    if not header.isascii() or not header.isprintable():
+        raise RequestError(401, "the Authorization header must be printable ASCII: 'Bearer <token>'", "Authorization")
     scheme, _, token = header.partition(" ")
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
 def _matches(given: str | None, expected: str | None) -> bool:
-    return given is not None and expected is not None and hmac.compare_digest(given.encode(), expected.encode())
+    if given is None or expected is None or not given.isascii():
+        return False
+    return hmac.compare_digest(given.encode(), expected.encode())
 
 
 def require_api(request: web.Request) -> None:
@@ -34,8 +51,13 @@ def require_session(request: web.Request, session_id: str, token: str | None = N
     service = request.app[SERVICE]
     if service.config.server.insecure_no_auth:
         return
-    if session_id not in service.session_tokens:
-        raise RequestError(404, f"unknown session {session_id!r}", "session_id")
     given = token if token is not None else bearer(request)
-    if not _matches(given, service.session_tokens[session_id]):
-        raise RequestError(403, "this token may not act on this session", "Authorization")
+    if given is None:
+        raise RequestError(401, "this session's bearer token is required", "Authorization")
+    live = service.session_tokens.get(session_id)
+    if live is not None:
+        if _matches(given, live):
+            return
+    elif given.isascii() and service.tokens.proves(session_id, given):
+        raise RequestError(404, f"session {session_id!r} is closed or expired; register it again", "session_id")
+    raise RequestError(403, FOREIGN, "Authorization")

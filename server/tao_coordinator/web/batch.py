@@ -11,8 +11,9 @@ from tao_sdk import protocol
 from ..core.errors import CoreError
 from ..core.events import Close, Heartbeat, ToolEnd
 from .auth import require_api, require_session
+from .body import read_body
 from .errors import RequestError, status_of
-from .handlers import llm_end_event, read_body, register, tool_start_event
+from .handlers import llm_end_event, register, tool_start_event
 from .keys import SERVICE
 from .service import CoordinatorService, SessionGone
 

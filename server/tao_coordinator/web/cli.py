@@ -7,12 +7,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
-
 from ..config import ConfigError, load_config
 from ..core.policies import POLICIES
 from ..logs import configure
 from .app import create_app
+from .serve import listen, serve
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,6 +63,12 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as error:
         print(f"tao coordinator: {error}", file=sys.stderr)
         return 2
+    try:
+        sock = listen(config.server.host, config.server.port)
+    except OSError as error:
+        where = f"{config.server.host}:{config.server.port}"
+        print(f"tao coordinator: cannot listen on {where}: {error.strerror or error}", file=sys.stderr)
+        return 1
     configure(config.server.log_format)
-    web.run_app(create_app(config), host=config.server.host, port=config.server.port, print=None)
+    serve(create_app(config), config.server, sock)
     return 0

@@ -9,6 +9,9 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 from pydantic import ValidationError
 
+from tao_sdk.hints import PROGRAM_PATTERN
+from tao_sdk.ids import SESSION_ID_PATTERN, SESSION_ID_RULE
+
 from ..core.errors import CoreError, IllegalTransition, InvalidEvent, UnknownNode, UnknownSession
 from .service import SessionGone
 
@@ -21,9 +24,24 @@ class RequestError(Exception):
         self.status, self.message, self.field = status, message, field
 
 
+PATTERNS = {
+    SESSION_ID_PATTERN: SESSION_ID_RULE,
+    PROGRAM_PATTERN: "a program name: letters, digits and . _ + -, the first a letter or digit",
+}
+"""What a pattern of the protocol allows, in words, for the message of a value that does not match it."""
+
+
+def _shortened(part: str, limit: int = 40) -> str:
+    # a location can hold a client's dict key: the answer names it without echoing a huge one back
+    return part if len(part) <= limit else part[:limit] + "…"
+
+
 def validation_error(error: ValidationError) -> RequestError:
     first = error.errors()[0]
-    field = ".".join(str(part) for part in first["loc"]) or "body"
+    field = ".".join(_shortened(str(part)) for part in first["loc"]) or "body"
+    pattern = (first.get("ctx") or {}).get("pattern")
+    if first["type"] == "string_pattern_mismatch" and pattern in PATTERNS:
+        return RequestError(422, f"{field}: must be {PATTERNS[pattern]}", field)
     return RequestError(422, f"{field}: {first['msg']}", field)
 
 
@@ -63,7 +81,10 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
             raise
         return json_error(error.status, error.reason or "error")
     except (RequestError, CoreError, SessionGone) as error:
-        return json_error(*status_of(error))
+        response = json_error(*status_of(error))
+        if response.status == 408:
+            response.force_close()  # the rest of a late body could be read as the next request
+        return response
     except Exception:
         log.exception("unexpected error answering %s %s", request.method, request.path)
         return json_error(500, "internal error")

@@ -64,7 +64,16 @@ OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, int, type[BaseMode
     ),
 ]
 
-READS = [("/v1/nodes", "Nodes of the fleet"), ("/v1/sessions", "Live sessions"), ("/healthz", "Liveness")]
+# (path, summary, needs the API token)
+READS = [
+    ("/v1/nodes", "Nodes of the fleet", True),
+    ("/v1/sessions", "Live sessions", True),
+    ("/healthz", "Liveness", False),
+    ("/metrics", "Prometheus metrics", False),
+    ("/openapi.json", "This description", False),
+]
+OPEN = {("post", "/v1/events")}
+"""Operations that take no bearer token in the header: `/v1/events` carries one per event."""
 
 
 def build_spec() -> dict[str, Any]:
@@ -86,9 +95,15 @@ def build_spec() -> dict[str, Any]:
                 "required": request is not protocol.AcquireRequest and request is not protocol.RegisterRequest,
                 "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{request.__name__}"}}},
             }
+        if (method, path) in OPEN:
+            operation["security"] = []
         paths.setdefault(path, {})[method] = operation
-    for path, summary in READS:
-        paths[path] = {"get": {"summary": summary, "responses": {"200": {"description": "OK"}}}}
+    for path, summary, guarded in READS:
+        read: dict[str, Any] = {"summary": summary, "responses": {"200": {"description": "OK"}}}
+        if not guarded:
+            read["security"] = []
+        # /v1/sessions is also the registration path: a read is added beside it, never over it
+        paths.setdefault(path, {})["get"] = read
     return {
         "openapi": "3.1.0",
         "info": {"title": "TAO coordinator", "version": "1"},
@@ -109,7 +124,8 @@ def _responses(status: int, response: type[BaseModel] | None) -> dict[str, Any]:
             (400, "bad JSON"),
             (401, "no valid token"),
             (403, "not this session's token"),
-            (404, "unknown session"),
+            (404, "the session is gone (told only to a token issued for it)"),
+            (408, "the body did not arrive in time"),
             (409, "not allowed now"),
             (413, "body too large"),
             (422, "invalid field"),
@@ -122,4 +138,5 @@ def _responses(status: int, response: type[BaseModel] | None) -> dict[str, Any]:
     if status == 200 and response is protocol.AcquireResponse:
         answers["202"] = {"description": "still waiting for a place; ask again", **ok}
         answers["410"] = {"description": "the session closed or expired while the call waited", **error}
+        answers["503"] = {"description": "no node of the fleet is healthy (code `no_healthy_node`)", **error}
     return answers

@@ -8,14 +8,14 @@ Invariants:
   admission is never lost to a dropped connection;
 - a lease lives as long as the session's place in an LLM call: calls that overlap a running one (harness side
   calls) get the same lease, so each of their `llm_end`s is accepted;
-- session tokens live here, not in the core: they authenticate, they are not scheduling state.
+- session tokens live here (issued by `tokens.py`), not in the core: they authenticate, they are not scheduling
+  state.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +40,7 @@ from ..fleet.kv_subscriber import KvEventSubscriber
 from ..fleet.poller import NodeObservation, NodePoller
 from ..store import HistoryStore
 from .metrics import ServiceMetrics
+from .tokens import SessionTokens
 
 log = logging.getLogger("tao.coordinator")
 
@@ -71,6 +72,7 @@ class CoordinatorService:
         self.coordinator = Coordinator(policy, config.core, history=history, inline_planning=False)
         self.metrics = ServiceMetrics(self)
         self.session_tokens: dict[str, str] = {}
+        self.tokens = SessionTokens.in_state_dir(config.server.state_dir)
         self.leases: dict[str, str] = {}
         self._waiters: dict[str, asyncio.Future[Grant]] = {}
         self._unclaimed: dict[str, Grant] = {}
@@ -176,7 +178,7 @@ class CoordinatorService:
 
     def new_session(self, requested: str | None) -> tuple[str, str]:
         session_id = requested or f"s-{uuid.uuid4().hex}"
-        return session_id, secrets.token_urlsafe(24)
+        return session_id, self.tokens.issue(session_id)
 
     def forget(self, session_id: str) -> None:
         self.session_tokens.pop(session_id, None)
@@ -201,6 +203,8 @@ class CoordinatorService:
     async def acquire(self, session_id: str, request: protocol.AcquireRequest) -> protocol.AcquireResponse:
         started = self.now()
         grant = self._unclaimed.pop(session_id, None)
+        if grant is not None and self.coordinator.state.session(session_id).phase is not Phase.IN_LLM:
+            grant = None  # the call it was made for has ended (a client closing a call it lost) before it was claimed
         if grant is None:
             session = self.coordinator.state.session(session_id)
             if not (session.phase is Phase.WAITING and session.acquire_pending):
@@ -255,6 +259,8 @@ class CoordinatorService:
         self.metrics.observe_node(observation)
         known = self.coordinator.state.nodes.get(observation.name)
         capacity = observation.capacity_tokens or (known.capacity_tokens if known else None)
+        if capacity is None and not observation.healthy:
+            capacity = 0  # down since start-up: known, so that a fleet with no healthy node is recognised as such
         if capacity is None:
             return
         # the load figures feed load-aware policies (least-loaded, llm-d) and TAO's adaptive utilisation target; a

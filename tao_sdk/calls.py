@@ -1,0 +1,304 @@
+"""One session's requests to the coordinator and how their answers are read, shared by the sync and the async
+router (`router.py`, which does the I/O).
+
+Invariants: every request has the bounds of `SessionConfig` (`connect_timeout_s`, and `request_timeout_s` for the
+whole answer, long polls included: an acquire asks the coordinator to answer within `request_timeout_s / 2`); a
+5xx raises `Unreachable`, except the 503 `no_healthy_node`, which is an answer; each recovery of one acquire
+(registering again, converging after a 409) is tried once, so an acquire never loops on refusals. What the session
+has open lives in `SessionState.ledger` (`convergence.py`), shared by both routers of a session.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+
+from . import protocol
+from .convergence import Ledger, session_view
+from .errors import AuthenticationFailed, NoNodeAvailable
+
+log = logging.getLogger("tao_sdk")
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    coordinator: str | None
+    """Base URL of the coordinator (e.g. http://127.0.0.1:8700); None: always detached."""
+    token: str | None = None
+    """The coordinator's API token (needed to register unless it runs with --insecure-no-auth)."""
+    context: protocol.AgentContext = field(default_factory=protocol.AgentContext)
+    session_id: str | None = None
+    fallback_nodes: tuple[str, ...] = ()
+    """Root URLs of nodes to use when the coordinator is unreachable."""
+    connect_timeout_s: float = 0.5
+    request_timeout_s: float = 2.0
+    max_wait_s: float = 300.0
+    retry_interval_s: float = 5.0
+
+
+@dataclass(frozen=True)
+class Grant:
+    node: str
+    node_url: str
+    lease_id: str | None
+    detached: bool = False
+
+
+@dataclass
+class SessionState:
+    session_id: str
+    session_token: str | None = None
+    registered: bool = False
+    detached_at: float | None = None
+    retry_at: float = 0.0
+    """While detached: when the coordinator may be tried again."""
+    warned: bool = False
+    last: Grant | None = None
+    heartbeat_due: float = 0.0
+    lease_ttl_s: float = 60.0
+    token_refused: str | None = None
+    """While detached because the coordinator refused the API token: what it answered."""
+    fleet_down: bool = False
+    """The coordinator said no node is healthy, and no call was granted since (the log said so once)."""
+    ledger: Ledger = field(default_factory=Ledger)
+
+
+class Unreachable(Exception):
+    """The coordinator did not answer in time, or answered 5xx."""
+
+
+class TokenRefused(Unreachable):
+    """The coordinator answered registration with 401/403: the API token is missing or wrong."""
+
+
+POLL, REGISTER, CONVERGE = "poll", "register", "converge"
+
+
+@dataclass
+class Attempt:
+    """One acquire: each recovery is tried once."""
+
+    started: float
+    registered_again: bool = False
+    converged: bool = False
+    closing: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+
+def new_state(config: SessionConfig) -> SessionState:
+    return SessionState(config.session_id or f"tao-{uuid.uuid4().hex}")
+
+
+class Calls:
+    """Requests and their interpretation, shared by both routers (which may serve one session together)."""
+
+    def __init__(self, config: SessionConfig, state: SessionState | None = None) -> None:
+        self.config = config
+        self.state = state or new_state(config)
+
+    def timeout(self) -> httpx2.Timeout:
+        return httpx2.Timeout(self.config.request_timeout_s, connect=self.config.connect_timeout_s)
+
+    def headers(self, api: bool = False) -> dict[str, str]:
+        token = self.config.token if api else self.state.session_token
+        return {"Authorization": f"Bearer {token}"} if token else {}
+
+    def session_path(self, verb: str = "") -> str:
+        return f"/v1/sessions/{self.state.session_id}" + (f"/{verb}" if verb else "")
+
+    def register_body(self) -> dict[str, Any]:
+        body = protocol.RegisterRequest(context=self.config.context, session_id=self.state.session_id)
+        return body.model_dump(mode="json", exclude_none=True)
+
+    def registered(self, status: int, body: Any) -> None:
+        if status == 201:
+            answer = protocol.RegisterResponse.model_validate(body)
+            self.state.session_token = answer.session_token
+            self.state.lease_ttl_s = answer.lease_ttl_s
+        elif status in (401, 403):
+            said = body.get("error") if isinstance(body, dict) else body
+            raise TokenRefused(f"the coordinator refused the API token ({status}: {said})")
+        elif status != 409:  # 409: still registered from before; a refusal then converges (convergence.py)
+            raise Unreachable(f"register answered {status}: {body}")
+        self.state.registered = True
+        if self.state.detached_at is not None:
+            log.info("tao: coordinator reachable again; session %s is scheduled again", self.state.session_id)
+        self.state.detached_at = None
+        self.state.token_refused = None
+        self.state.warned = False
+
+    def retry_due(self, now: float) -> bool:
+        """Detached and due for another try of the coordinator; claims it (the next is `retry_interval_s` away)."""
+        if self.config.coordinator is None or self.state.detached_at is None or now < self.state.retry_at:
+            return False
+        self.state.retry_at = now + self.config.retry_interval_s
+        return True
+
+    def detach(self, error: BaseException, now: float) -> None:
+        if self.state.detached_at is None:
+            self.state.detached_at = now
+        self.state.retry_at = max(self.state.retry_at, now + self.config.retry_interval_s)
+        self.state.registered = False
+        refused = isinstance(error, TokenRefused)
+        self.state.token_refused = str(error) if refused else None
+        if self.state.warned:
+            return
+        self.state.warned = True
+        if refused:
+            log.error(
+                "tao: %s; check token= or $TAO_TOKEN. Routing session %s on its own",
+                error,
+                self.state.session_id,
+            )
+        else:
+            log.warning(
+                "tao: coordinator unavailable (%s); routing session %s on its own",
+                describe(error),
+                self.state.session_id,
+            )
+
+    def fallback(self, cause: str = "the coordinator is unreachable") -> Grant:
+        if self.state.last is not None:
+            return Grant(self.state.last.node, self.state.last.node_url, None, detached=True)
+        nodes = sorted(self.config.fallback_nodes)
+        if not nodes:
+            hint = "no fallback node is configured (fallback_nodes or $TAO_NODES)"
+            if self.state.token_refused is not None:
+                raise AuthenticationFailed(f"{self.state.token_refused}, and {hint}")
+            raise NoNodeAvailable(f"{cause} and {hint}")
+        digest = int.from_bytes(hashlib.sha256(self.state.session_id.encode()).digest()[:8], "big")
+        url = nodes[digest % len(nodes)].rstrip("/")
+        return Grant(url, url, None, detached=True)
+
+    def acquire_body(self, expected_tokens: int | None, attempt: Attempt) -> dict[str, Any] | None:
+        """The next poll of an acquire, or None once `max_wait_s` is spent. Each poll is answered within half the
+        request timeout, so a coordinator that stalls is noticed within one request timeout."""
+        left = self.config.max_wait_s - (time.monotonic() - attempt.started)
+        if left <= 0:
+            return None
+        return {"expected_input_tokens": expected_tokens, "wait_s": min(self.config.request_timeout_s / 2, left)}
+
+    def answered(self, status: int, answer: Any, attempt: Attempt) -> Grant | str:
+        """What an acquire does after one answer: a grant to route by, or the next step (POLL, REGISTER, CONVERGE:
+        send `attempt.closing`, then poll again)."""
+        if status == 200:
+            return self.granted(answer)
+        if status == 202:
+            return POLL
+        if status == 503:  # `check` lets only the no-healthy-node answer through
+            return self.no_healthy_node()
+        if status in (401, 403, 404) and not attempt.registered_again:
+            attempt.registered_again = True
+            self.state.registered = False
+            return REGISTER
+        if status == 409 and not attempt.converged:
+            attempt.converged = True
+            attempt.closing = self.closing_reports(answer)
+            if attempt.closing:
+                return CONVERGE
+        return self.refused(status, answer)
+
+    def closing_reports(self, answer: Any) -> list[tuple[str, dict[str, Any]]]:
+        """After a 409: the reports that close what the coordinator sees open and this client does not."""
+        view = session_view(answer)
+        reports = self.state.ledger.closing_reports(view) if view is not None else []
+        if reports:
+            log.warning(
+                "tao: the coordinator still saw finished work of session %s (%s: %s); closing it",
+                self.state.session_id,
+                view.phase if view else "?",
+                ", ".join(body.get("call_id", "model call") for _, body in reports),
+            )
+        return reports
+
+    def resend_after(self, path: str, status: int, answer: Any) -> list[tuple[str, dict[str, Any]]]:
+        """For a refused tool_start: the reports to send before sending it once more (a lost llm_end, say)."""
+        return self.closing_reports(answer) if status == 409 and path.endswith("/tool_start") else []
+
+    def refused(self, status: int, body: Any) -> Grant:
+        """The coordinator refused the acquire, and converging did not help (409: a tool of this client is running):
+        this call is routed as if detached instead of asking again in a tight loop; the session stays registered."""
+        log.warning(
+            "tao: acquire for session %s answered %s (%s); routing this call on its own",
+            self.state.session_id,
+            status,
+            body,
+        )
+        return self.fallback(f"the coordinator refused the call ({status})")
+
+    def no_healthy_node(self) -> Grant:
+        if not self.state.fleet_down:
+            self.state.fleet_down = True
+            log.warning(
+                "tao: the coordinator has no healthy node; session %s routes its calls on its own until one is back",
+                self.state.session_id,
+            )
+        return self.fallback("the coordinator has no healthy node")
+
+    def granted(self, body: Any) -> Grant:
+        answer = protocol.AcquireResponse.model_validate(body)
+        assert answer.node is not None and answer.node_url is not None
+        grant = Grant(answer.node, answer.node_url, answer.lease_id)
+        self.state.last = grant
+        self.state.ledger.llm_granted()
+        if self.state.fleet_down:
+            self.state.fleet_down = False
+            log.info("tao: the coordinator has a healthy node again; session %s is scheduled again", grant.node)
+        return grant
+
+    def llm_end_body(self, grant: Grant, usage: Any, duration_s: float) -> dict[str, Any]:
+        # Overlapping calls share the session's place, and the coordinator knows only the newest call's lease.
+        last = self.state.last
+        lease_id = last.lease_id if last is not None and last.node == grant.node and last.lease_id else grant.lease_id
+        body = protocol.LlmEndRequest(
+            lease_id=lease_id,
+            node=grant.node,
+            prompt_tokens=usage.prompt_tokens,
+            cached_tokens=usage.cached_tokens,
+            completion_tokens=usage.completion_tokens,
+            ttft_s=usage.ttft_s,
+            duration_s=duration_s,
+            error=usage.error,
+        )
+        return body.model_dump(mode="json", exclude_none=True)
+
+    def tool_start_body(self, call_id: str, tool: str, hints: protocol.ToolHints, program: str | None) -> Any:
+        self.state.ledger.tool_started(call_id)
+        body = protocol.ToolStartRequest(call_id=call_id, tool=tool, hints=hints, program=program)
+        return body.model_dump(mode="json", exclude_none=True)
+
+    def tool_end_body(self, call_id: str, duration_s: float | None, status: str) -> dict[str, Any]:
+        body = {"call_id": call_id, "duration_s": duration_s, "status": status}
+        self.state.ledger.tool_ended(call_id, body)
+        return body
+
+
+def check(response: httpx2.Response) -> Any:
+    """The answer's JSON body; a 5xx raises `Unreachable`, except the 503 saying no node is healthy (the coordinator
+    is there, and answered)."""
+    if response.status_code >= 500:
+        if response.status_code == 503 and _no_healthy_node(response):
+            return response.json()
+        raise Unreachable(f"{response.request.url.path} answered {response.status_code}")
+    return response.json() if response.content else None
+
+
+def _no_healthy_node(response: httpx2.Response) -> bool:
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    return isinstance(body, dict) and body.get("code") == protocol.NO_HEALTHY_NODE
+
+
+REPORT_ERRORS = (httpx2.HTTPError, Unreachable, ValueError)
+
+
+def describe(error: BaseException) -> str:
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
