@@ -1,7 +1,10 @@
 """A minimal coding-agent loop on the OpenAI client, scheduled by TAO.
 
-tao coordinator --insecure-no-auth --node a=http://127.0.0.1:8000 &     # beside your vLLM node(s)
-TAO_COORDINATOR=http://127.0.0.1:8700 python examples/openai_agent.py
+tao coordinator --config fleet.toml &     # beside your vLLM node(s)
+TAO_COORDINATOR=http://127.0.0.1:8700 TAO_TOKEN=… python examples/openai_agent.py
+
+TAO_COORDINATOR is the coordinator's URL and TAO_TOKEN its API token (`[server] token` of its fleet.toml,
+docs/coordinator.md); `tao_sdk.session()` reads both. A coordinator started with --insecure-no-auth needs no token.
 """
 
 import json

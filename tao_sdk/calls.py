@@ -50,6 +50,15 @@ class Grant:
     detached: bool = False
 
 
+@dataclass(frozen=True)
+class Step:
+    """What the agent says about the step its next model calls belong to, sent with each acquire (None: not said,
+    the coordinator keeps what it has)."""
+
+    step_id: str | None = None
+    expected_next_tools: tuple[str, ...] | None = None
+
+
 @dataclass
 class SessionState:
     session_id: str
@@ -67,6 +76,8 @@ class SessionState:
     fleet_down: bool = False
     """The coordinator said no node is healthy, and no call was granted since (the log said so once)."""
     ledger: Ledger = field(default_factory=Ledger)
+    step: Step = field(default_factory=Step)
+    """The step set by `Session.step`: every acquire carries it until it is set again."""
 
 
 class Unreachable(Exception):
@@ -175,13 +186,25 @@ class Calls:
         url = nodes[digest % len(nodes)].rstrip("/")
         return Grant(url, url, None, detached=True)
 
-    def acquire_body(self, expected_tokens: int | None, attempt: Attempt) -> dict[str, Any] | None:
+    def acquire_body(
+        self, expected_tokens: int | None, attempt: Attempt, step: Step | None = None
+    ) -> dict[str, Any] | None:
         """The next poll of an acquire, or None once `max_wait_s` is spent. Each poll is answered within half the
-        request timeout, so a coordinator that stalls is noticed within one request timeout."""
+        request timeout, so a coordinator that stalls is noticed within one request timeout. `step` (else the
+        session's) goes with it."""
         left = self.config.max_wait_s - (time.monotonic() - attempt.started)
         if left <= 0:
             return None
-        return {"expected_input_tokens": expected_tokens, "wait_s": min(self.config.request_timeout_s / 2, left)}
+        body: dict[str, Any] = {
+            "expected_input_tokens": expected_tokens,
+            "wait_s": min(self.config.request_timeout_s / 2, left),
+        }
+        step = step or self.state.step
+        if step.step_id is not None:
+            body["step_id"] = step.step_id
+        if step.expected_next_tools is not None:
+            body["expected_next_tools"] = list(step.expected_next_tools)
+        return body
 
     def answered(self, status: int, answer: Any, attempt: Attempt) -> Grant | str:
         """What an acquire does after one answer: a grant to route by, or the next step (POLL, REGISTER, CONVERGE:

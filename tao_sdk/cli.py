@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
@@ -83,24 +84,68 @@ def _load(module_name: str) -> ModuleType:
         sys.exit(f"tao: this command needs {missing!r}, which is not installed; try: {SERVER_EXTRA}")
 
 
-def usage() -> str:
-    width = max(len(" ".join(words)) for words in COMMANDS)
-    lines = ["usage: tao COMMAND [options]", "", "Tool-aware scheduling of agent sessions on vLLM fleets.", ""]
-    lines += [f"  tao {' '.join(words):<{width}}  {help_text}" for words, (_, help_text) in COMMANDS.items()]
-    lines += ["", "`tao COMMAND --help` shows a command's options."]
+HELP = ("-h", "--help")
+
+
+def version() -> str:
+    """The installed distribution's version; a source tree that was never installed has none to report."""
+    try:
+        return importlib.metadata.version("tao-sdk")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed; pip install -e .)"
+
+
+def usage(prefix: tuple[str, ...] = ()) -> str:
+    """Usage of every command starting with `prefix` (all commands when empty), one line each."""
+    chosen = {words: help_text for words, (_, help_text) in COMMANDS.items() if words[: len(prefix)] == prefix}
+    width = max(len(" ".join(words)) for words in chosen)
+    group = " ".join(("tao", *prefix))
+    lines = [f"usage: {group} {'SUBCOMMAND' if prefix else 'COMMAND'} [options]", ""]
+    if not prefix:
+        lines += ["Tool-aware scheduling of agent sessions on vLLM fleets.", ""]
+    lines += [f"  tao {' '.join(words):<{width}}  {help_text}" for words, help_text in chosen.items()]
+    lines += ["", "`tao COMMAND --help` shows a command's options; `tao --version` the installed version."]
     return "\n".join(lines)
+
+
+def _groups() -> set[str]:
+    """First words that only lead to subcommands (`bench`, `hook`, `install`), never run on their own."""
+    return {words[0] for words in COMMANDS if len(words) > 1} - {words[0] for words in COMMANDS if len(words) == 1}
+
+
+def _without_command(words: list[str]) -> int:
+    """Answers a command line that names no runnable command: help, version, a bare group, or an unknown word.
+
+    `--help` (for `tao` or a group) prints to stdout and exits 0; a bare group such as `tao bench` is a usage
+    error: its subcommands go to stderr and the exit status is 2, like argparse's for a missing argument."""
+    if not words or words[0] in HELP:
+        print(usage())
+        return 0
+    if words[0] == "--version":
+        print(f"tao {version()}")
+        return 0
+    if words[0] in _groups():
+        group = (words[0],)
+        if words[1:2] and words[1] in HELP:
+            print(usage(group))
+            return 0
+        if len(words) == 1:
+            print(f"tao {words[0]}: a subcommand is required\n", file=sys.stderr)
+            print(usage(group), file=sys.stderr)
+            return 2
+        print(f"tao: unknown command {' '.join(words[:2])!r}\n", file=sys.stderr)
+        print(usage(group), file=sys.stderr)
+        return 2
+    print(f"tao: unknown command {' '.join(words[:2])!r}\n", file=sys.stderr)
+    print(usage(), file=sys.stderr)
+    return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     matches = [key for key in COMMANDS if tuple(words[: len(key)]) == key]
     if not matches:
-        if words and words[0] not in ("-h", "--help"):
-            print(f"tao: unknown command {' '.join(words[:2])!r}\n", file=sys.stderr)
-            print(usage(), file=sys.stderr)
-            return 2
-        print(usage())
-        return 0
+        return _without_command(words)
     key = max(matches, key=len)
     module_name, help_text = COMMANDS[key]
     module = _load(module_name)

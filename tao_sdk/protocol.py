@@ -19,6 +19,7 @@ API_PREFIX = "/v1"
 LabelKey = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 LabelValue = Annotated[str, StringConstraints(max_length=256)]
 ToolName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+StepId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 
 
 class _Body(BaseModel):
@@ -26,12 +27,22 @@ class _Body(BaseModel):
 
 
 class AgentContext(_Body):
+    """What a session tells the coordinator about its agent when it registers (`x-agent-*` headers on `tao proxy`).
+
+    The coordinator stores it on the session and shows it in `GET /v1/sessions`; no scheduling decision reads the
+    workflow fields yet."""
+
     harness: str = Field(default="unknown", max_length=100)
     workflow_id: str = Field(default="", max_length=200)
+    """The task this session is part of, shared by an agent's sub-agents and sibling sessions (which share
+    prefixes); empty when unknown."""
+    parent_session_id: str = Field(default="", max_length=200)
+    """The session that spawned this one (a sub-agent's or sub-session's parent); empty for a top-level session."""
     model: str = Field(default="", max_length=200)
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=50)
     """At most 50, each key 1–64 characters and each value at most 256."""
     expected_next_tools: list[ToolName] = Field(default_factory=list, max_length=50)
+    """Tools the agent expects to call next, at most 50 names of 1–200 characters; an acquire may replace them."""
     client_session_id: str = Field(default="", max_length=200)
     shared_prefix_tokens: int = Field(default=0, ge=0, le=10_000_000)
     """Tokens at the head of every prompt shared with other sessions (system prompt, tool catalog)."""
@@ -56,6 +67,11 @@ class AcquireRequest(_Body):
     expected_input_tokens: int | None = Field(default=None, ge=0, le=100_000_000)
     wait_s: float = Field(default=30.0, ge=0, le=600)
     """Longest the call may block waiting for admission; then it answers `waiting` and the client asks again."""
+    step_id: StepId | None = None
+    """The agent's step this call belongs to (a step counter, a turn id), 1–200 characters; omitted: unchanged.
+    Per call, so it travels here and not in the registration."""
+    expected_next_tools: list[ToolName] | None = Field(default=None, max_length=50)
+    """Tools the agent expects to call after this call, at most 50; omitted: unchanged, `[]`: none expected."""
 
 
 class AcquireResponse(_Body):
@@ -175,3 +191,9 @@ class SessionInfo(_Body):
     context_tokens: int
     running_tools: list[str]
     lease_expires_in_s: float
+    workflow_id: str = ""
+    parent_session_id: str = ""
+    step_id: str = ""
+    """The step of the session's latest acquire that named one."""
+    expected_next_tools: list[str] = Field(default_factory=list)
+    """As registered, or as the latest acquire that named them replaced them."""

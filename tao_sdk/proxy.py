@@ -5,11 +5,13 @@ attributed to a session by the first of `X-Claude-Code-Session-Id`, `x-session-a
 `x-tao-session` (requests without any share one anonymous session; an id the coordinator would refuse, such as one
 with spaces, is replaced by a stable digest of it); the agent context comes from `x-agent-*` headers
 (`x-agent-harness`, `x-agent-workflow-id`, `x-agent-model`, `x-agent-shared-prefix-tokens`,
-`x-agent-expected-next-tools` (comma-separated), `x-agent-client-session-id`, `x-agent-label-<name>`) on the
-session's first request. The proxy registers the session, acquires a node, forwards the request (streaming passed
-through chunk by chunk), reads usage as it passes and reports `llm_end`: the same `AsyncRouter` as the SDK, so it
-fails open the same way. With the coordinator unreachable and no node known (`--nodes`), a model call is answered
-503.
+`x-agent-expected-next-tools` (comma-separated), `x-agent-parent-session-id`, `x-agent-client-session-id`,
+`x-agent-label-<name>`) on the session's first request; the agent's step from `x-agent-step-id` and
+`x-agent-expected-tools` (comma-separated) on every model call, sent with that call's acquire and never forwarded to
+the node (the other `x-agent-*` headers pass through as they always did). The proxy registers the session,
+acquires a node, forwards the request (streaming passed through chunk by chunk), reads usage as it passes and
+reports `llm_end`: the same `AsyncRouter` as the SDK, so it fails open the same way. With the coordinator
+unreachable and no node known (`--nodes`), a model call is answered 503.
 
 It also relays tool events from hook processes on `POST /tao/v1/events` (loopback only): the proxy owns each
 session's coordinator token, so hooks need none. Sessions idle for `idle_close_s` are closed.
@@ -34,7 +36,7 @@ from aiohttp import web
 from . import protocol
 from .errors import AuthenticationFailed, NoNodeAvailable
 from .ids import SESSION_ID_PATTERN
-from .router import AsyncRouter, Grant, SessionConfig
+from .router import AsyncRouter, Grant, SessionConfig, Step
 from .usage import UsageObserver
 
 log = logging.getLogger("tao_sdk.proxy")
@@ -43,7 +45,10 @@ SESSION_HEADERS = ("X-Claude-Code-Session-Id", "x-session-affinity", "X-Session-
 ANONYMOUS = "tao-proxy-anonymous"
 MODEL_ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/responses")
 PASSTHROUGH_ROUTES = ("/v1/models", "/v1/messages/count_tokens")
+HEALTH_ROUTES = ("/healthz", "/health")  # `/health` is what vLLM and most load balancers probe
 HOP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "authorization"}
+STEP_HEADERS = {"x-agent-step-id", "x-agent-expected-tools"}
+"""Read by the proxy for the coordinator, never sent on to a node."""
 _VALID_SESSION_ID = re.compile(SESSION_ID_PATTERN)
 
 
@@ -111,7 +116,7 @@ class RoutingProxy:
         session_id = self.session_id(request)
         router = await self.router(session_id, context_from(request.headers))
         try:
-            grant = await router.acquire(len(raw) // 4)
+            grant = await router.acquire(len(raw) // 4, step_from(request.headers))
         except NoNodeAvailable as error:
             return no_node(error)
         body, streaming = with_usage_requested(raw, request.path)
@@ -134,7 +139,7 @@ class RoutingProxy:
         self, request: web.Request, grant: Grant, body: bytes, session_id: str, observer: UsageObserver | None
     ) -> web.StreamResponse:
         assert self.http is not None
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS}
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS | STEP_HEADERS}
         headers["X-Session-ID"] = session_id
         if self.config.api_key:
             headers["Authorization"] = f"Bearer {self.config.api_key}"
@@ -199,7 +204,8 @@ class RoutingProxy:
         for path in PASSTHROUGH_ROUTES:
             app.router.add_route("*", path, self.passthrough)
         app.router.add_post("/tao/v1/events", self.relay)
-        app.router.add_get("/healthz", self.healthz)
+        for path in HEALTH_ROUTES:
+            app.router.add_get(path, self.healthz)
         app.cleanup_ctx.append(self._lifecycle)
         return app
 
@@ -241,13 +247,29 @@ def context_from(headers: Any) -> protocol.AgentContext:
     prefix = "x-agent-label-"
     labels = {k[len(prefix) :].lower()[:100]: v[:200] for k, v in headers.items() if k.lower().startswith(prefix)}
     shared = headers.get("x-agent-shared-prefix-tokens", "0").strip()
-    tools = [tool.strip()[:200] for tool in headers.get("x-agent-expected-next-tools", "").split(",") if tool.strip()]
     return protocol.AgentContext(
         harness=headers.get("x-agent-harness", "proxy")[:100],
         workflow_id=headers.get("x-agent-workflow-id", "")[:200],
+        parent_session_id=headers.get("x-agent-parent-session-id", "")[:200],
         model=headers.get("x-agent-model", "")[:200],
         shared_prefix_tokens=min(int(shared), 10_000_000) if shared.isdigit() else 0,
         labels=dict(list(labels.items())[:50]),
-        expected_next_tools=tools[:50],
+        expected_next_tools=list(tool_names(headers.get("x-agent-expected-next-tools", ""))),
         client_session_id=headers.get("x-agent-client-session-id", "")[:200],
     )
+
+
+def tool_names(header: str) -> tuple[str, ...]:
+    """A comma-separated list of tool names, as the protocol bounds it: at most 50, each cut to 200 characters."""
+    return tuple(tool.strip()[:200] for tool in header.split(",") if tool.strip())[:50]
+
+
+def step_from(headers: Any) -> Step | None:
+    """The agent's step a model call names (`x-agent-step-id`, `x-agent-expected-tools`), None when it names none.
+    A step id longer than the protocol allows is left out rather than cut, since a cut id would name another step;
+    an empty `x-agent-expected-tools` says no tool is expected."""
+    step_id = headers.get("x-agent-step-id", "").strip()
+    tools = headers.get("x-agent-expected-tools")
+    if not step_id and tools is None:
+        return None
+    return Step(step_id if 0 < len(step_id) <= 200 else None, None if tools is None else tool_names(tools))

@@ -47,13 +47,14 @@ from .calls import (
     Grant,
     SessionConfig,
     SessionState,
+    Step,
     Unreachable,
     check,
     new_state,
 )
 from .tls import shared_ssl_context
 
-__all__ = ["AsyncRouter", "Grant", "SessionConfig", "SessionState", "SyncRouter", "Unreachable", "new_state"]
+__all__ = ["AsyncRouter", "Grant", "SessionConfig", "SessionState", "Step", "SyncRouter", "Unreachable", "new_state"]
 
 
 class SyncRouter(Calls):
@@ -119,7 +120,8 @@ class SyncRouter(Calls):
             self._retry = threading.Thread(target=self.register, name=f"tao-retry-{self.state.session_id}", daemon=True)
             self._retry.start()
 
-    def acquire(self, expected_tokens: int | None) -> Grant:
+    def acquire(self, expected_tokens: int | None, agent_step: Step | None = None) -> Grant:
+        """A node for the next model call; `agent_step` (else the session's, `SessionState.step`) goes with it."""
         self.flush()
         attempt = Attempt(time.monotonic())
         if self.config.coordinator is None or self.state.detached_at is not None:
@@ -127,7 +129,7 @@ class SyncRouter(Calls):
             return self.fallback()
         try:
             self._ensure_registered()
-            while (body := self.acquire_body(expected_tokens, attempt)) is not None:
+            while (body := self.acquire_body(expected_tokens, attempt, agent_step)) is not None:
                 step = self.answered(*self._post(self.session_path("acquire"), body), attempt)
                 if isinstance(step, Grant):
                     return step
@@ -237,7 +239,7 @@ class AsyncRouter(Calls):
         if not running and self.retry_due(now):
             self._retry = asyncio.get_running_loop().create_task(self.register())
 
-    async def acquire(self, expected_tokens: int | None) -> Grant:
+    async def acquire(self, expected_tokens: int | None, agent_step: Step | None = None) -> Grant:
         await self.flush()
         attempt = Attempt(time.monotonic())
         if self.config.coordinator is None or self.state.detached_at is not None:
@@ -245,7 +247,7 @@ class AsyncRouter(Calls):
             return self.fallback()
         try:
             await self._ensure_registered()
-            while (body := self.acquire_body(expected_tokens, attempt)) is not None:
+            while (body := self.acquire_body(expected_tokens, attempt, agent_step)) is not None:
                 step = self.answered(*await self._post(self.session_path("acquire"), body), attempt)
                 if isinstance(step, Grant):
                     return step

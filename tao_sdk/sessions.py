@@ -26,17 +26,19 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx2
+import pydantic
 
 from . import protocol
 from .errors import ConfigurationError
 from .hints import command_hints, program_of
-from .router import AsyncRouter, SessionConfig, SessionState, SyncRouter, new_state
+from .router import AsyncRouter, SessionConfig, SessionState, Step, SyncRouter, new_state
 from .transport import AsyncTaoTransport, TaoTransport
 
 PLACEHOLDER_OPENAI = "http://tao.invalid/v1"
 PLACEHOLDER_ANTHROPIC = "http://tao.invalid"
 Client = TypeVar("Client")
 F = TypeVar("F", bound=Callable[..., Any])
+BodyT = TypeVar("BodyT", bound=pydantic.BaseModel)
 
 
 def _nodes(value: list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
@@ -54,16 +56,22 @@ class Session:
         *,
         session_id: str | None = None,
         fallback_nodes: list[str] | tuple[str, ...] | None = None,
+        workflow_id: str | None = None,
+        parent_session_id: str | None = None,
+        expected_next_tools: list[str] | tuple[str, ...] | None = None,
         **options: float,
     ) -> None:
         coordinator = coordinator or os.environ.get("TAO_COORDINATOR")
         if coordinator is not None and not coordinator.startswith(("http://", "https://")):
             raise ConfigurationError(f"coordinator: expected an http(s) URL, got {coordinator!r}")
+        agent: dict[str, Any] = {"workflow_id": workflow_id, "parent_session_id": parent_session_id}
+        if expected_next_tools is not None:
+            agent["expected_next_tools"] = list(expected_next_tools)
         try:
             self.config = SessionConfig(
                 coordinator=coordinator.rstrip("/") if coordinator else None,
                 token=token or os.environ.get("TAO_TOKEN"),
-                context=context or protocol.AgentContext(),
+                context=_with_agent(context or protocol.AgentContext(), agent),
                 session_id=session_id,
                 fallback_nodes=_nodes(fallback_nodes),
                 **options,
@@ -106,6 +114,18 @@ class Session:
         if self._async is None:
             self._async = AsyncRouter(self.config, self.state)
         return self._async
+
+    def step(
+        self, step_id: str | int | None = None, *, expected_tools: list[str] | tuple[str, ...] | None = None
+    ) -> None:
+        """Say which step of the agent the next model calls belong to, and which tools it expects to call next: the
+        next acquire carries them to the coordinator, and every later one until the next `step`. None leaves a
+        field as the coordinator has it; `expected_tools=[]` says none are expected. Bad values raise
+        `ConfigurationError` naming the field, and change nothing."""
+        text = None if step_id is None else str(step_id)
+        tools = None if expected_tools is None else list(expected_tools)
+        _validated(protocol.AcquireRequest, {"step_id": text, "expected_next_tools": tools})
+        self.state.step = Step(text, None if tools is None else tuple(tools))
 
     # -- life cycle ------------------------------------------------------------------------------------------------
 
@@ -241,6 +261,23 @@ class Session:
     @functools.cached_property
     def _open_calls(self) -> dict[str, ToolCall]:
         return {}
+
+
+def _validated(model: type[BodyT], fields: dict[str, Any]) -> BodyT:
+    try:
+        return model.model_validate(fields)
+    except pydantic.ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ConfigurationError(f"{where}: {first['msg']}") from None
+
+
+def _with_agent(context: protocol.AgentContext, agent: dict[str, Any]) -> protocol.AgentContext:
+    """`context` with the session's keyword arguments (`workflow_id=`, …) in place of its fields, when given."""
+    given = {name: value for name, value in agent.items() if value is not None}
+    if not given:
+        return context
+    return _validated(protocol.AgentContext, {**context.model_dump(), **given})
 
 
 def _status(error: BaseException | None) -> str:

@@ -9,7 +9,11 @@ Claude Code runs this command for each hook event that `tao install claude-code`
 | PostToolUse | tool_end with `duration_ms`; `timeout` if the command went to the background at its timeout |
 | PostToolUseFailure | tool_end with `duration_ms`; `timeout` if the command was killed at its timeout, else `error` |
 | Stop, background tasks still running | tool_start of one `background-tasks` wait: the turn is over, they are not |
-| UserPromptSubmit | tool_end of that wait (status from a `<task-notification>`), before the next model call |
+| UserPromptSubmit, a wait open | tool_end of that wait (status from a `<task-notification>`), before the next call |
+
+`events_for` maps one payload without memory; `run` then drops the wait's start when one is open already and its end
+when none is, from a marker file per session (`claude_code_waits`): the prompt payload cannot tell whether the last
+turn started a wait, and the coordinator refuses (409) the end of a tool that never started.
 
 Why the relay and not the coordinator: the proxy registers each session under Claude Code's own session id (the
 `X-Claude-Code-Session-Id` of its model calls) and holds the session's token; a hook process lives for one event
@@ -19,6 +23,9 @@ Invariants: the command always exits 0 and prints nothing (Claude Code would sho
 events), whatever the payload and whether or not the proxy or the coordinator answer; it returns within
 `$TAO_HOOK_TIMEOUT_S` (1.5 s) plus start-up. Subagent tool calls (payloads with `agent_id`) are not reported: a
 subagent's model calls share the session and would overlap its tools.
+
+AgentContext: the session registers with `workflow_id` = its own session id, the top session's: a subagent works
+inside that session (its model calls carry the same `X-Claude-Code-Session-Id`), so it shares the workflow too.
 """
 
 from __future__ import annotations
@@ -35,14 +42,13 @@ from typing import Any
 from tao_sdk.hints import command_hints, program_of
 from tao_sdk.ids import SESSION_ID_PATTERN
 
+from .claude_code_waits import BACKGROUND_WAIT, only_open_waits, state_dir
 from .relay import post_events, proxy_url
 
 HARNESS = "claude-code"
 DEFAULT_BASH_TIMEOUT_MS = 120_000
 MAX_BASH_TIMEOUT_MS = 600_000
 DEFAULT_TASK_OUTPUT_TIMEOUT_MS = 30_000
-BACKGROUND_WAIT = "background-tasks"
-"""Call id (and tool name) of the wait for background tasks after a turn; one at a time per session."""
 _NOTIFIED_STATUS = re.compile(r"<status>\s*(\w+)\s*</status>")
 _SESSION_ID = re.compile(SESSION_ID_PATTERN)
 Event = dict[str, Any]
@@ -56,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     with contextlib.suppress(Exception):  # a hook must never fail the user's tool call
         payload = json.loads(sys.stdin.read() or "{}")
         events = events_for(payload, os.environ) if isinstance(payload, dict) else []
+        events = only_open_waits(events, state_dir(os.environ))
         if events:
             post_events(proxy_url(), events, _timeout_s(os.environ))
     return 0
@@ -92,6 +99,7 @@ def events_for(payload: Mapping[str, Any], env: Mapping[str, str]) -> list[Event
 def _register(session_id: str, payload: Mapping[str, Any], env: Mapping[str, str]) -> Event:
     context = {
         "harness": HARNESS,
+        "workflow_id": session_id,
         "model": env.get("ANTHROPIC_MODEL", "")[:200],
         "client_session_id": session_id,
         "labels": {"source": str(payload.get("source", ""))[:100]},

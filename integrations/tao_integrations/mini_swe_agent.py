@@ -12,10 +12,12 @@ From Python:
     DefaultAgent(model, env, **agent_config).run(task)
 
 `TaoModel` is mini-swe-agent's `LitellmModel` (same config, same litellm call) whose `api_base` is, per call, the
-node the coordinator assigned; it reports the call's usage. Its settings (`tao:` in the model config) fall back to
-`$TAO_COORDINATOR`, `$TAO_TOKEN`, `$TAO_NODES`. When the coordinator is unreachable the call goes to the last node
-used, a fallback node, or else the `api_base` of the config (fail open). Use an OpenAI-compatible litellm provider
-(`hosted_vllm/…` or `openai/…`): the node's URL replaces `api_base`.
+node the coordinator assigned; it reports the call's usage, and names the agent's step with each call (`step_id`:
+the model's query count, which is the agent's `n_calls` — one query a step; litellm retries keep the step). Its
+settings (`tao:` in the model config) fall back to `$TAO_COORDINATOR`, `$TAO_TOKEN`, `$TAO_NODES`. When the
+coordinator is unreachable the call goes to the last node used, a fallback node, or else the `api_base` of the
+config (fail open). Use an OpenAI-compatible litellm provider (`hosted_vllm/…` or `openai/…`): the node's URL
+replaces `api_base`.
 
 `TaoEnvironment` wraps any environment (`wrapped_class`: `local`, `docker`, … or a dotted path; the other keys are
 that environment's config) and reports each `execute` as a tool call named `bash` with hints: the timeout (the
@@ -44,7 +46,7 @@ from pydantic import BaseModel
 
 import tao_sdk
 from tao_sdk.errors import NoNodeAvailable
-from tao_sdk.router import Grant
+from tao_sdk.router import Grant, Step
 from tao_sdk.usage import Usage
 
 HARNESS = "mini-swe-agent"
@@ -62,6 +64,7 @@ class TaoSettings(BaseModel):
     session_id: str | None = None
     """Reuse an id (e.g. the instance id of a benchmark run); by default a fresh one."""
     workflow_id: str = ""
+    """The task this run belongs to (e.g. the benchmark instance), shared by the sessions that work on it."""
     labels: dict[str, str] = {}
 
 
@@ -114,13 +117,21 @@ class TaoModel(LitellmModel):
     def __init__(self, *, config_class: type = TaoModelConfig, session: tao_sdk.Session | None = None, **kwargs: Any):
         super().__init__(config_class=config_class, **kwargs)
         self.session = session or open_session(self.config.tao, self.config.model_name, self)
+        self.steps = 0
+        """Queries so far: the agent's step counter."""
         _current.model = weakref.ref(self)
+
+    def query(self, messages: list[dict[str, str]], **kwargs: Any) -> dict[str, Any]:
+        self.steps += 1
+        answer: dict[str, Any] = super().query(messages, **kwargs)
+        return answer
 
     def _query(self, messages: list[dict[str, str]], **kwargs: Any) -> Any:
         _current.model = weakref.ref(self)
         router = self.session.sync_router()
+        tokens = len(json.dumps(messages, default=str)) // CHARS_PER_TOKEN
         try:
-            grant: Grant | None = router.acquire(len(json.dumps(messages, default=str)) // CHARS_PER_TOKEN)
+            grant: Grant | None = router.acquire(tokens, Step(str(self.steps)) if self.steps else None)
         except NoNodeAvailable:
             grant = None  # detached with nowhere known to go: the configured api_base
         if grant is not None:

@@ -15,6 +15,7 @@ name = "node-a"
 url = "http://10.0.0.7:8000"
 capacity_tokens = 320000    # optional: overrides what /metrics says
 kv_events = "tcp://10.0.0.7:5557"   # optional: exact cache credit from vLLM KV events
+dp_size = 1                 # optional: data-parallel ranks; rank r's KV events are on port 5557 + r
 
 [policy]
 name = "tao"
@@ -87,6 +88,17 @@ class NodeConfig(_Section):
     capacity_tokens: int | None = Field(default=None, ge=1)
     kv_events: str | None = Field(default=None, pattern=r"^(tcp|ipc)://")
     kv_events_replay: str | None = Field(default=None, pattern=r"^(tcp|ipc)://")
+    dp_size: int = Field(default=1, ge=1, le=256)
+    """Data-parallel ranks behind `url` (vLLM `--data-parallel-size`): rank r publishes KV events on the
+    `kv_events` (and `kv_events_replay`) port + r, and each is subscribed to."""
+
+    @model_validator(mode="after")
+    def _ranks_need_ports(self) -> NodeConfig:
+        if self.dp_size > 1:
+            for endpoint in (self.kv_events, self.kv_events_replay):
+                if endpoint is not None and not endpoint.startswith("tcp://"):
+                    raise ValueError("dp_size > 1 needs tcp:// KV-event endpoints (rank r uses port + r)")
+        return self
 
     @field_validator("url")
     @classmethod

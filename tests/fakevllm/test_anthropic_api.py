@@ -23,9 +23,12 @@ def test_streaming_events_and_final_usage(claude, unique_text):
     system = unique_text(200)
     claude.messages.create(**_request(system))
     with claude.messages.stream(**_request(system, "again")) as stream:
-        kinds = [event.type for event in stream]
+        events = list(stream)
         message = stream.get_final_message()
+    kinds = [event.type for event in events]
     assert kinds[0] == "message_start"
+    delta = next(event for event in events if event.type == "message_delta").delta
+    assert delta.model_dump(exclude_unset=True) == {"stop_reason": "max_tokens", "stop_sequence": None}  # vLLM 0.33
     assert kinds[-2:] == ["message_delta", "message_stop"]
     assert kinds.count("content_block_start") == 1 and kinds.count("content_block_stop") == 1
     assert message.usage.cache_read_input_tokens >= 200

@@ -40,7 +40,7 @@ def test_fake_vllm_command_serves_until_terminated(served):
     with urllib.request.urlopen(request) as response:
         assert json.loads(response.read())["usage"]["completion_tokens"] == 3
     with urllib.request.urlopen(url + "/kv_event_sources") as response:
-        assert json.loads(response.read())[0]["endpoint"].startswith("tcp://127.0.0.1:")
+        assert json.loads(response.read())["0"]["endpoint"].startswith("tcp://127.0.0.1:")  # keyed by DP rank
 
 
 def test_bad_arguments_are_reported(capsys):

@@ -65,7 +65,7 @@ def test_unknown_model_is_a_404(oai, claude):
         claude.messages.create(model="claude-x", max_tokens=5, messages=[{"role": "user", "content": "hi"}])
     assert caught.value.body == {
         "type": "error",
-        "error": {"type": "NotFoundError", "message": "The model `claude-x` does not exist."},
+        "error": {"type": "not_found_error", "message": "The model `claude-x` does not exist."},
     }
 
 
@@ -75,5 +75,5 @@ def test_anthropic_errors(node, small_node, anthropic_for):
     claude = anthropic_for(small_node)
     with pytest.raises(anthropic.BadRequestError) as caught:
         claude.messages.create(model=MODEL, max_tokens=1000, messages=[{"role": "user", "content": "hi"}])
-    assert caught.value.body["type"] == "error"
+    assert caught.value.body["type"] == "error" and caught.value.body["error"]["type"] == "invalid_request_error"
     assert "maximum context length" in caught.value.body["error"]["message"]

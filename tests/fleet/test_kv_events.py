@@ -5,6 +5,7 @@ import pytest
 
 from tao_coordinator.fakevllm import kv_wire as fake_wire
 from tao_coordinator.fleet.kv_index import NodeKvIndex
+from tao_coordinator.fleet.kv_subscriber import rank_endpoint
 from tao_coordinator.fleet.kv_wire import Cleared, KvWireError, Removed, Stored, decode_batch, split_message
 
 H1, H2 = 7322446309363477352, 17027874615116373601
@@ -105,3 +106,23 @@ def test_what_the_fake_vllm_publishes_decodes_in_both_encodings(encoding, sessio
     stored = fake_wire.StoredEvent([H1, H2], None, list(range(32)), 16, [None, None], "s1")
     payload = fake_wire.encode_batch(1.0, [stored, fake_wire.RemovedEvent([H2]), fake_wire.ClearedEvent()], encoding)
     assert decode_batch(payload) == [Stored((H1, H2), 16, session), Removed((H2,)), Cleared()]
+
+
+def test_each_data_parallel_rank_is_its_own_cache():
+    index = NodeKvIndex()
+    index.apply(Stored((1, 2), 16, "a"), rank=0)
+    index.apply(Stored((1, 2), 16, "a"), rank=1)  # the same prefix on another rank: two more physical blocks
+    assert index.tokens_of("a") == 64
+    index.apply(Removed((1,)), rank=1)
+    assert index.tokens_of("a") == 48
+    index.apply(Cleared(), rank=0)  # one rank's reset leaves the other's blocks
+    assert index.tokens_of("a") == 16
+    index.clear(1)
+    assert (index.tokens_of("a"), index.sessions()) == (0, 0)
+
+
+def test_rank_endpoints_follow_vllms_port_offset():
+    assert rank_endpoint("tcp://10.0.0.7:5557", 0) == "tcp://10.0.0.7:5557"
+    assert rank_endpoint("tcp://10.0.0.7:5557", 3) == "tcp://10.0.0.7:5560"
+    with pytest.raises(ValueError):
+        rank_endpoint("ipc:///tmp/kv", 1)

@@ -41,9 +41,17 @@ def test_figures_are_summed_over_engines_and_capacity_follows_the_formula():
     assert (metrics.prefix_queries, metrics.prefix_hits, metrics.preemptions) == (1000, 600, 7)
 
 
-def test_kv_cache_size_tokens_wins_when_present():
-    text = EXPOSITION.replace('num_gpu_blocks="17726"', 'kv_cache_size_tokens="283616",num_gpu_blocks="17726"')
-    assert parse_metrics(text).capacity_tokens == 283616
+def with_size(tokens: str, blocks: str = "17726") -> str:
+    return EXPOSITION.replace('num_gpu_blocks="17726"', f'kv_cache_size_tokens="{tokens}",num_gpu_blocks="{blocks}"')
+
+
+def test_kv_cache_size_tokens_of_a_plain_model_counts_the_null_block_so_one_block_is_taken_off():
+    assert parse_metrics(with_size("283616")).capacity_tokens == (17726 - 1) * 16
+
+
+@pytest.mark.parametrize(("tokens", "blocks"), [("463459", "17726"), ("283616", "None")])
+def test_kv_cache_size_tokens_wins_when_it_is_not_the_plain_block_count(tokens, blocks):
+    assert parse_metrics(with_size(tokens, blocks)).capacity_tokens == int(tokens)
 
 
 def test_without_cache_config_info_capacity_is_unknown():
@@ -59,3 +67,28 @@ def test_a_size_of_zero_is_unknown_and_a_bad_block_size_is_named():
     assert parse_metrics(EXPOSITION.replace('num_gpu_blocks="17726"', 'num_gpu_blocks="0"')).capacity_tokens is None
     with pytest.raises(MetricsFormatError, match="block_size"):
         parse_metrics(EXPOSITION.replace('block_size="16"', 'block_size="0"'))
+
+
+def dp_exposition(blocks: int, tokens: str, ranks: int = 2) -> str:
+    """vLLM 0.33 with `ranks` DP engines: one cache_config_info per engine, blocks summed, size one rank's."""
+    series = "".join(
+        f'vllm:cache_config_info{{block_size="16",engine="{r}",kv_cache_size_tokens="{tokens}",'
+        f'num_gpu_blocks="{blocks}"}} 1.0\n'
+        for r in range(ranks)
+    )
+    return EXPOSITION.replace(f"vllm:cache_config_info{{{CONFIG_LABELS}}} 1.0\n", series)
+
+
+def test_data_parallel_capacity_is_every_ranks_blocks_less_one_null_block_each():
+    # two ranks of 17726 blocks: num_gpu_blocks="35452", kv_cache_size_tokens one rank's 17726 × 16
+    assert parse_metrics(dp_exposition(2 * 17726, str(17726 * 16))).capacity_tokens == 2 * (17726 - 1) * 16
+    assert parse_metrics(dp_exposition(2 * 17726, "None")).capacity_tokens == 2 * (17726 - 1) * 16
+
+
+def test_data_parallel_hybrid_size_is_one_ranks_and_is_multiplied():
+    assert parse_metrics(dp_exposition(2 * 320, "463459")).capacity_tokens == 2 * 463459
+
+
+def test_ranks_are_counted_from_the_running_gauge_when_cache_config_info_has_no_engine():
+    text = EXPOSITION.replace('engine="0",num_gpu_blocks="17726"', 'engine="",num_gpu_blocks="35452"')
+    assert parse_metrics(text).capacity_tokens == (35452 - 2) * 16

@@ -79,10 +79,16 @@ class Recorder:
 
     def __init__(self, coordinator: Any) -> None:
         self.items: list[tuple[Any, list[Any]]] = []
+        self.refused: list[tuple[Any, Exception]] = []
+        """Events the core refused (the coordinator answered 4xx), with the error."""
         feed = coordinator.service.feed
 
         def recording(event: Any) -> list[Any]:
-            actions = feed(event)
+            try:
+                actions = feed(event)
+            except Exception as error:
+                self.refused.append((event, error))
+                raise
             self.items.append((event, actions))
             return actions
 

@@ -68,6 +68,7 @@ def test_claude_runs_a_bash_command_reported_to_the_coordinator(claude, coordina
     assert (start.tool, start.hints.timeout_s, start.hints.sleep_s, start.hints.background) == ("Bash", 5.0, 1.0, False)
     assert start.program == "sleep"  # of `sleep 1; echo hello-from-tao`; the command itself is never sent
     assert end.status == "ok" and 1.0 <= end.duration_s < 5.0
+    assert recorder.refused == []  # the prompt's hook ends no wait that was never started (it was a 409)
     assert_calls_on_assigned_nodes(recorder, fleet, session_id, before)
 
 
@@ -85,6 +86,7 @@ def test_a_background_command_and_the_wait_for_it_are_reported(claude, coordinat
     assert (wait_start.tool, wait_start.hints.timeout_s, wait_end.status) == ("background-tasks", None, "ok")
     assert (bash_start.program, wait_start.program) == ("sleep", None)
     assert wait_end.duration_s is None  # no hook sees both ends: the coordinator times the wait itself
+    assert recorder.refused == []
     assert_calls_on_assigned_nodes(recorder, fleet, session_id, before)
 
 

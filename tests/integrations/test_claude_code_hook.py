@@ -43,6 +43,14 @@ def test_session_start_and_end_register_and_close():
     assert only(hook("SessionEnd", reason="other")) == {"kind": "close", "session_id": SESSION}
 
 
+def test_the_session_registers_as_its_own_workflow_which_its_subagents_share():
+    context = only(hook("SessionStart", source="startup"))["registration"]["context"]
+    assert context["workflow_id"] == SESSION
+    protocol.RegisterRequest.model_validate({"context": context})  # what the proxy relays, valid as sent
+    # a subagent's payloads name the top session (with its `agent_id`): they add no session and no other workflow
+    assert events_for(hook("SessionStart", source="startup", agent_id="a1"), {}) == []
+
+
 @pytest.mark.parametrize(
     ("tool_input", "env", "hints", "program"),
     [
@@ -174,12 +182,14 @@ class Relay(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def run_hook(payload: bytes, proxy: str, timeout_s: str = "1.5") -> tuple[subprocess.CompletedProcess[bytes], float]:
+def run_hook(
+    payload: bytes, proxy: str, timeout_s: str = "1.5", **env: str
+) -> tuple[subprocess.CompletedProcess[bytes], float]:
     started = time.monotonic()
     completed = subprocess.run(
         [sys.executable, "-m", "tao_sdk.cli", "hook", "claude-code"],
         input=payload,
-        env=python_env(TAO_PROXY_URL=proxy, TAO_HOOK_TIMEOUT_S=timeout_s),
+        env=python_env(TAO_PROXY_URL=proxy, TAO_HOOK_TIMEOUT_S=timeout_s, **env),
         capture_output=True,
         timeout=30,
         check=False,
@@ -199,6 +209,38 @@ def test_the_hook_posts_to_the_relay():
     assert (completed.returncode, completed.stdout, completed.stderr) == (0, b"", b"")
     [body] = Relay.received
     assert body["events"][0]["tool_start"]["call_id"] == "toolu_1"
+
+
+def test_a_wait_is_ended_only_when_a_turn_started_one(tmp_path):
+    """`claude -p` submits a prompt before any turn: ending a wait then made the coordinator answer 409."""
+    running = [{"id": "b1", "type": "shell", "status": "running", "command": "sleep 3"}]
+    steps = [
+        ("UserPromptSubmit", {"prompt": "first prompt of the session"}, []),
+        ("Stop", {"background_tasks": running}, [("tool_start", BACKGROUND_WAIT)]),
+        ("Stop", {"background_tasks": running}, []),  # still waiting: one wait at a time
+        ("UserPromptSubmit", {"prompt": "<task-notification>…"}, [("tool_end", BACKGROUND_WAIT)]),
+        ("UserPromptSubmit", {"prompt": "next prompt"}, []),
+        ("Stop", {"background_tasks": running}, [("tool_start", BACKGROUND_WAIT)]),
+        ("SessionEnd", {"reason": "other"}, [("close", None)]),
+        ("UserPromptSubmit", {"prompt": "after the end"}, []),
+    ]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Relay)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    Relay.received.clear()
+    posted = []
+    try:
+        for event, fields, _ in steps:
+            payload = json.dumps(hook(event, **fields)).encode()
+            completed, _ = run_hook(payload, f"http://127.0.0.1:{server.server_port}", TAO_HOOK_STATE_DIR=str(tmp_path))
+            assert (completed.returncode, completed.stdout, completed.stderr) == (0, b"", b"")
+            sent = [e for body in Relay.received for e in body["events"]]
+            Relay.received.clear()
+            posted.append([(e["kind"], (e.get("tool_start") or e.get("tool_end") or {}).get("call_id")) for e in sent])
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert posted == [expected for _, _, expected in steps]
+    assert list(tmp_path.iterdir()) == []
 
 
 PRE_TOOL_USE = json.dumps(hook("PreToolUse", tool_name="Bash", tool_input=HELLO, tool_use_id="t")).encode()

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tao_coordinator.core.events import Acquire, Register
+
 from .conftest import MODEL, REPO, missing_harness, python_env, served
 
 MINI_ENV = {
@@ -64,7 +66,7 @@ def test_mini_swe_agent_solves_a_scripted_task_from_python(coordinator, fleet, t
     from tao_integrations.mini_swe_agent import TaoEnvironment
 
     before = served(fleet)
-    model = model_for({"coordinator": coordinator.url, "token": coordinator.token})
+    model = model_for({"coordinator": coordinator.url, "token": coordinator.token, "workflow_id": "task-1"})
     env = TaoEnvironment(wrapped_class="local", timeout=7, cwd=str(tmp_path))
     result = run_agent(model, env, f"mini hello ({uuid.uuid4().hex[:8]})")
     assert result["exit_status"] == "Submitted"
@@ -72,6 +74,10 @@ def test_mini_swe_agent_solves_a_scripted_task_from_python(coordinator, fleet, t
     del model, env
     gc.collect()  # the session closes with its model
     assert_reported(coordinator.recorder, fleet, session_id, before, 7.0)
+    # each model call names the agent's step: its count of queries, the agent's `n_calls`
+    assert [event.step_id for event in coordinator.recorder.events(Acquire, session_id)] == ["1", "2"]
+    [register] = coordinator.recorder.events(Register, session_id)
+    assert register.context.workflow_id == "task-1"
 
 
 def test_the_mini_cli_runs_with_the_example_config(coordinator, fleet, tmp_path):

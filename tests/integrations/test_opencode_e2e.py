@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 
+from tao_coordinator.core.events import Register
 from tao_sdk import cli
 
 from .conftest import MODEL, harness, python_env, served
@@ -62,6 +63,8 @@ def test_opencode_runs_a_bash_command_reported_to_the_coordinator(opencode, coor
     recorder, session_id = coordinator.recorder, lines[0]["sessionID"]
     recorder.wait_closed(session_id)
     assert session_id in recorder.sessions("opencode")
+    [register] = recorder.events(Register, session_id)
+    assert register.context.model == MODEL  # from the config's `tao/<model>`; it was registered as ""
     [(start, end)] = recorder.tools(session_id)
     assert (start.tool, start.hints.timeout_s, start.hints.sleep_s, start.hints.background) == ("bash", 5.0, 1.0, False)
     assert start.program == "sleep"  # of `sleep 1; echo hello-from-tao`; the command itself is never sent

@@ -153,6 +153,14 @@ def test_hook_events_are_relayed_with_the_proxys_session_token(proxy, coordinato
     assert httpx2.post(proxy.url + "/tao/v1/events", json={"events": [bad]}).status_code == 422
 
 
+@pytest.mark.parametrize("path", ["/healthz", "/health"])
+def test_the_proxy_answers_health_probes_on_both_paths(proxy, coordinator, path):
+    with openai.OpenAI(base_url=proxy.url + "/v1", api_key="x", default_headers={"x-session-affinity": "ses_h"}) as c:
+        c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}], max_tokens=1)
+    reply = httpx2.get(proxy.url + path)
+    assert (reply.status_code, reply.json()) == (200, {"status": "ok", "sessions": 1})
+
+
 def test_without_a_coordinator_the_proxy_routes_on_its_own(fleet):
     config = ProxyConfig("http://127.0.0.1:9", fallback_nodes=tuple(fleet.urls))
     with (

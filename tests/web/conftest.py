@@ -72,9 +72,11 @@ async def running_coordinator(
     kv_events: bool = False,
     core: dict[str, Any] | None = None,
     server: dict[str, Any] | None = None,
+    nodes: list[dict[str, Any]] | None = None,
 ) -> AsyncIterator[Running]:
-    nodes = []
-    for k, node in enumerate(fleet.nodes):
+    """`nodes`: the node entries as given, instead of one per fake server."""
+    given, nodes = nodes, []
+    for k, node in enumerate(fleet.nodes if given is None else []):
         entry: dict[str, Any] = {"name": f"node-{k}", "url": node.url}
         if capacity is not None:
             entry["capacity_tokens"] = capacity
@@ -82,6 +84,7 @@ async def running_coordinator(
             entry["kv_events"] = node.kv_endpoint
             entry["kv_events_replay"] = node.kv_replay_endpoint
         nodes.append(entry)
+    nodes = nodes if given is None else given
     config = CoordinatorConfig.model_validate(
         {
             "server": {"token": API_TOKEN, "state_dir": str(state_dir), "port": 0, **(server or {})},

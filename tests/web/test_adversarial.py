@@ -16,8 +16,9 @@ import re
 import string
 import time
 import tracemalloc
+import types
 from collections import Counter
-from typing import Any, get_origin
+from typing import Any, get_args, get_origin
 
 import pytest
 from pydantic import BaseModel
@@ -191,6 +192,8 @@ def _bounds(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[tuple[
     for name, field in model.model_fields.items():
         path = (*prefix, name)
         inner = field.annotation
+        if get_origin(inner) is types.UnionType:  # `X | None`: the bounds are X's
+            inner = next(arg for arg in get_args(inner) if arg is not type(None))
         if isinstance(inner, type) and issubclass(inner, BaseModel):
             found += _bounds(inner, path)
             continue
@@ -331,6 +334,7 @@ def _largest_context() -> dict[str, Any]:
     return {
         "harness": wide * 100,
         "workflow_id": wide * 200,
+        "parent_session_id": wide * 200,
         "model": wide * 200,
         "client_session_id": wide * 200,
         "labels": {f"{k:02d}" + wide * 62: wide * 256 for k in range(50)},

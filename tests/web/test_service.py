@@ -1,13 +1,17 @@
 """The coordinator service end to end, against real fake-vLLM nodes on loopback."""
 
 import asyncio
+import socket
 
 import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tao_coordinator.core.events import LlmEnd
 from tao_coordinator.core.model import EvidenceSource, Phase
 from tao_coordinator.fakevllm import FakeFleet, FakeNodeConfig
+from tao_coordinator.fakevllm.kv_publisher import KvEventsConfig
+from tao_coordinator.web.cache_reports import CacheReports
 
 from .conftest import API_TOKEN, PROMPT, eventually, running_coordinator
 
@@ -255,3 +259,74 @@ async def test_overlapping_calls_share_a_lease_and_every_llm_end_is_accepted(tmp
             end = {"lease_id": grant["lease_id"], "node": grant["node"], "prompt_tokens": 100, "completion_tokens": 5}
             assert (await c.call("POST", f"/v1/sessions/{session}/llm_end", end, token))[0] == 204
         assert c.service.coordinator.state.session(session).phase is Phase.ADMITTED
+
+
+async def test_a_node_whose_calls_never_report_cached_tokens_is_warned_about_once(tmp_path, fleet, caplog):
+    # real vLLM without --enable-prompt-tokens-details: usage has no cached_tokens, so the SDK reports none
+    async with running_coordinator(tmp_path, fleet) as c:
+        c.service.cache_reports.silent_calls = 3
+        sessions = [await c.register()]
+
+        async def one_call(session, token, **usage):
+            grant = (await c.call("POST", f"/v1/sessions/{session}/acquire", {}, token))[1]
+            end = {"lease_id": grant["lease_id"], "node": grant["node"], "prompt_tokens": 100, **usage}
+            assert (await c.call("POST", f"/v1/sessions/{session}/llm_end", end, token))[0] == 204
+            return grant["node"]
+
+        silent, silent_token = sessions[0]
+        with caplog.at_level("WARNING", logger="tao.coordinator"):
+            quiet_node = await one_call(silent, silent_token)
+            for _ in range(4):
+                await one_call(silent, silent_token)
+        warnings = [r.getMessage() for r in caplog.records if "--enable-prompt-tokens-details" in r.getMessage()]
+        assert len(warnings) == 1 and warnings[0].startswith(f"node {quiet_node}: 3 calls")
+        assert c.service.cache_reports.warned == {quiet_node}
+
+
+def test_a_node_that_reported_cached_tokens_once_is_never_warned_about():
+    reports = CacheReports(silent_calls=2)
+    reports.observe(LlmEnd("s", "a", prompt_tokens=100, cached_tokens=0))
+    for _ in range(5):
+        reports.observe(LlmEnd("s", "a", prompt_tokens=100))  # a client that could not read usage
+        reports.observe(LlmEnd("s", "b", prompt_tokens=100, error="timeout"))  # failed calls say nothing
+        reports.observe(LlmEnd("s", "b", prompt_tokens=0))
+    assert reports.warned == set()
+    reports.observe(LlmEnd("s", "b", prompt_tokens=100))
+    reports.observe(LlmEnd("s", "b", prompt_tokens=100))
+    assert reports.warned == {"b"}
+
+
+def _consecutive_free_ports() -> int:
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            base = probe.getsockname()[1]
+        try:
+            with socket.socket() as upper:
+                upper.bind(("127.0.0.1", base + 1))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError("no two consecutive free loopback ports")
+
+
+async def test_a_node_with_two_dp_ranks_is_subscribed_on_port_plus_rank(tmp_path):
+    # two fake servers stand for the two DP ranks of one vLLM node: rank r publishes on the base port + r
+    base = _consecutive_free_ports()
+    ranks = [
+        FakeNodeConfig(time_scale=50, kv_events=KvEventsConfig(endpoint=f"tcp://127.0.0.1:{base + r}", topic="kv"))
+        for r in range(2)
+    ]
+    async with FakeFleet(ranks) as fleet:
+        node = {"name": "node-0", "url": fleet.nodes[0].url, "kv_events": f"tcp://127.0.0.1:{base}", "dp_size": 2}
+        async with running_coordinator(tmp_path, fleet, nodes=[node]) as c:
+            session, token = await c.register()
+            await c.call("POST", f"/v1/sessions/{session}/acquire", {}, token)
+            await chat(fleet.nodes[1].url + "/v1", session, "lorem ipsum " * 400)  # served by rank 1
+
+            def kv_evidence():
+                evidence = c.service.coordinator.state.session(session).evidence
+                return [e for e in evidence if e.source is EvidenceSource.KV_EVENTS and e.tokens > 0]
+
+            await eventually(lambda: bool(kv_evidence()))
+            assert kv_evidence()[0].node == "node-0"

@@ -4,7 +4,7 @@
  *
  * | OpenCode hook                                   | TAO event                                     |
  * |-------------------------------------------------|-----------------------------------------------|
- * | `session.created` event                         | register (harness `opencode`)                 |
+ * | `session.created` event                         | register (harness `opencode`, `model` if configured) |
  * | `tool.execute.before`                           | tool_start, hints: bash `timeout` (ms, default 120 s), parsed `sleep` / `timeout` / `&` |
  * | `tool.execute.after` (success only, by design)  | tool_end (`timeout` when bash killed it)      |
  * | `message.part.updated` event, tool state error  | tool_end `error` (a failed tool skips `after`) |
@@ -19,7 +19,13 @@
  * though OpenCode does not await `event` hooks. Only this plugin is exported: OpenCode calls every export.
  *
  * The relay URL: plugin option `proxy`, else `$TAO_PROXY_URL`, else the `tao` provider's `baseURL` (without
- * `/v1`), else http://127.0.0.1:8787.
+ * `/v1`), else http://127.0.0.1:8787. The registered `model` is the config's `model` without its `provider/`
+ * prefix (what `tao install opencode --model` sets); without one the field is left out, never sent empty.
+ *
+ * AgentContext: a session registers with `workflow_id` = the id of its root session (a sub-session, one with a
+ * `parentID`, inherits its parent's workflow; a parent the plugin never saw is taken as the root) and
+ * `parent_session_id` = its `parentID`; each model call carries `x-agent-workflow-id` too, in case the proxy sees
+ * the call before the registration.
  */
 import type { Plugin } from "@opencode-ai/plugin"
 
@@ -222,11 +228,21 @@ function providerProxy(config: unknown): string | undefined {
   return typeof base === "string" ? base.replace(/\/+$/, "").replace(/\/v1$/, "") : undefined
 }
 
+/** `provider/model` → `model` (model ids may contain `/` themselves: only the first one separates). */
+function configuredModel(config: unknown): string | undefined {
+  const model = (config as { model?: unknown }).model
+  if (typeof model !== "string") return undefined
+  const name = model.slice(model.indexOf("/") + 1).trim().slice(0, 200)
+  return name || undefined
+}
+
 export const TaoPlugin: Plugin = async (_input, options) => {
   const explicit = typeof options?.proxy === "string" ? options.proxy : process.env.TAO_PROXY_URL
   let proxy = (explicit ?? DEFAULT_PROXY).replace(/\/+$/, "")
   const reporter = new Reporter(() => proxy)
   const running = new Map<string, { sessionID: string; started: number }>()
+  const workflows = new Map<string, string>()
+  let model: string | undefined
 
   const end = (callID: string, status: Status, seconds?: number): void => {
     const call = running.get(callID)
@@ -241,10 +257,12 @@ export const TaoPlugin: Plugin = async (_input, options) => {
     config: async (config) => {
       const fromProvider = explicit === undefined ? providerProxy(config) : undefined
       if (fromProvider) proxy = fromProvider
+      model = configuredModel(config)
     },
     "chat.headers": async (input, output) => {
       output.headers["x-agent-harness"] = "opencode"
       output.headers["x-tao-session"] = input.sessionID
+      output.headers["x-agent-workflow-id"] = workflows.get(input.sessionID) ?? input.sessionID
       await reporter.flush(input.sessionID)
     },
     "tool.execute.before": async (input, output) => {
@@ -260,11 +278,16 @@ export const TaoPlugin: Plugin = async (_input, options) => {
     event: async ({ event }) => {
       if (event.type === "session.created") {
         const { id, parentID } = event.properties.info
-        const context = { harness: "opencode", client_session_id: id, labels: parentID ? { parent: parentID } : {} }
+        const labels = parentID ? { parent: parentID } : {}
+        const workflow_id = parentID ? (workflows.get(parentID) ?? parentID) : id
+        workflows.set(id, workflow_id)
+        const lineage = { workflow_id, ...(parentID ? { parent_session_id: parentID } : {}) }
+        const context = { harness: "opencode", client_session_id: id, labels, ...lineage, ...(model ? { model } : {}) }
         reporter.send(id, [{ kind: "register", session_id: id, registration: { context } }])
       } else if (event.type === "session.idle") {
         reporter.send(event.properties.sessionID, [{ kind: "close", session_id: event.properties.sessionID }])
       } else if (event.type === "session.deleted") {
+        workflows.delete(event.properties.info.id)
         reporter.send(event.properties.info.id, [{ kind: "close", session_id: event.properties.info.id }])
       } else if (event.type === "message.part.updated") {
         const part = event.properties.part

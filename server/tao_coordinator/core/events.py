@@ -25,6 +25,13 @@ def _require_count(name: str, value: int | None) -> None:
         raise InvalidEvent(name, f"must be a non-negative integer, got {value!r}")
 
 
+def _require_names(name: str, values: tuple[str, ...] | None) -> None:
+    if values is not None and (
+        not isinstance(values, tuple) or not all(isinstance(value, str) and value for value in values)
+    ):
+        raise InvalidEvent(name, "must be a tuple of non-empty strings")
+
+
 def _require_runs(name: str, runs: tuple[BlockRun, ...]) -> None:
     if any(len(run) != 2 or isinstance(run[1], bool) or run[1] < 1 for run in runs):
         raise InvalidEvent(name, "must be runs (first block id, positive count)")
@@ -45,6 +52,7 @@ class Register:
         _require_id("session_id", self.session_id)
         _require_count("expected_input_tokens", self.expected_input_tokens)
         _require_count("context.shared_prefix_tokens", self.context.shared_prefix_tokens)
+        _require_names("context.expected_next_tools", self.context.expected_next_tools)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,11 +65,18 @@ class Acquire:
     """Identities of the prompt's full KV blocks, as runs (see `model.BlockRun`); empty when unknown. Only
     prefix-aware routers read them. The simulator knows them from the workload; a live client would send the chained
     hashes of the request's 16-token blocks, as a router that tokenizes computes them."""
+    step_id: str | None = None
+    """The agent's step this call belongs to; None leaves the session's step as it was."""
+    expected_next_tools: tuple[str, ...] | None = None
+    """Tools the agent expects next; None leaves the session's as they were, `()` clears them."""
 
     def __post_init__(self) -> None:
         _require_id("session_id", self.session_id)
         _require_count("expected_input_tokens", self.expected_input_tokens)
         _require_runs("prompt_block_runs", self.prompt_block_runs)
+        if self.step_id is not None:
+            _require_id("step_id", self.step_id)
+        _require_names("expected_next_tools", self.expected_next_tools)
 
 
 @dataclass(frozen=True, slots=True)

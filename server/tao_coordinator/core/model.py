@@ -62,10 +62,14 @@ class AgentContext:
 
     harness: str = "unknown"
     workflow_id: str = ""
+    """The task the session belongs to, shared by sub-agents and siblings; empty when unknown."""
+    parent_session_id: str = ""
+    """The session that spawned this one; empty for a top-level session."""
     model: str = ""
     shared_prefix_tokens: int = 0
     """Tokens at the head of every prompt that other sessions share (system prompt, tool catalog)."""
     expected_next_tools: tuple[str, ...] = ()
+    """As registered; the latest acquire that names tools replaces them (`Session.context`)."""
     client_session_id: str = ""
     labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY_LABELS)
 
@@ -163,6 +167,8 @@ class Session:
     held its place since its last call on the node asked that node to keep the call's cache."""
     prompt_block_runs: tuple[BlockRun, ...] = ()
     """KV block identities of the prompt of the latest acquire (empty when the client did not send them)."""
+    step_id: str = ""
+    """The agent's step of the latest acquire that named one (empty until then). Stored, read by no decision yet."""
 
     @property
     def holds_place(self) -> bool:

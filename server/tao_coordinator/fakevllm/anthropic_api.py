@@ -193,7 +193,7 @@ async def _stream(
             await response.write(b"".join(frames))
         delta = {
             "type": "message_delta",
-            "delta": {"stop_reason": _stop_reason(generation)},
+            "delta": {"stop_reason": _stop_reason(generation), "stop_sequence": None},
             "usage": _usage(generation, service),
         }
         tail = [*blocks.close(), sse_event("message_delta", delta), sse_event("message_stop", {"type": "message_stop"})]

@@ -76,17 +76,16 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 async def kv_event_sources(request: web.Request) -> web.Response:
-    """vLLM ≥ 0.31: a bare list with one publisher per data-parallel rank (empty without KV events)."""
+    """vLLM ≥ 0.31: an object keyed by data-parallel rank (`"0"`: the fake's one rank), empty without KV events."""
     publisher = request.app[SERVICE].publisher
     if publisher is None:
-        return web.json_response([])
+        return web.json_response({})
     source = {
-        "data_parallel_rank": 0,
         "endpoint": publisher.endpoint,
         "replay_endpoint": publisher.replay_endpoint,
         "topic": publisher.config.topic,
     }
-    return web.json_response([source])
+    return web.json_response({"0": source})
 
 
 async def reset_prefix_cache(request: web.Request) -> web.Response:

@@ -2,7 +2,8 @@
 
 OpenAI-style endpoints answer `{"error": {"message", "type", "param", "code"}}` with `code` = the HTTP status and
 `type` the status's error class name (`BadRequestError`, `NotFoundError`, ...). Anthropic endpoints translate the
-handler's errors to `{"type": "error", "error": {"type", "message"}}`, keeping the status; schema validation errors
+handler's errors to `{"type": "error", "error": {"type", "message"}}`, keeping the status, with Anthropic's type names
+(`invalid_request_error`, `not_found_error`, `overloaded_error`, as vLLM 0.33 sends them); schema validation errors
 stay OpenAI-shaped everywhere, because vLLM raises them in FastAPI's global handler before any route code runs.
 """
 
@@ -22,6 +23,13 @@ _TYPES = {
     HTTPStatus.NOT_FOUND: "NotFoundError",
     HTTPStatus.SERVICE_UNAVAILABLE: "ServiceUnavailableError",
     HTTPStatus.INTERNAL_SERVER_ERROR: "InternalServerError",
+}
+
+_ANTHROPIC_TYPES = {
+    HTTPStatus.BAD_REQUEST: "invalid_request_error",
+    HTTPStatus.NOT_FOUND: "not_found_error",
+    HTTPStatus.SERVICE_UNAVAILABLE: "overloaded_error",
+    HTTPStatus.INTERNAL_SERVER_ERROR: "api_error",
 }
 
 
@@ -55,7 +63,8 @@ def error_response(error: ApiError) -> web.Response:
     status = error.status
     body: dict[str, object]
     if error.anthropic:
-        body = {"type": "error", "error": {"type": _TYPES.get(status, status.phrase), "message": error.message}}
+        kind = _ANTHROPIC_TYPES.get(status, "api_error")
+        body = {"type": "error", "error": {"type": kind, "message": error.message}}
     else:
         body = openai_error_body(error.message, status, error.param)
     return web.json_response(body, status=status, dumps=json.dumps)

@@ -4,9 +4,10 @@ A batch is always the positional array `[ts, events, data_parallel_rank]`. Each 
 0.33's fields, in 0.33's order:
 * `map` (vLLM ≥ 0.24, the default): `{"type": "BlockStored", ...}`; fields without a default are always present
   (null included), defaulted fields only when not null (msgspec `omit_defaults`);
-* `array` (vLLM ≤ 0.23): `["BlockStored", ...]` positionally, trailing null defaulted fields dropped. Fields newer
-  than 0.23 (`locality`, `ownership`, `session_id`, ...) keep their 0.33 positions after the older ones, so a
-  positional ≤ 0.23 consumer that ignores extra trailing elements (the reference's decoder rule) reads it fine.
+* `array` (vLLM ≤ 0.23): `["BlockStored", ...]` positionally with exactly 0.23's fields, always full length — 12
+  elements for `BlockStored` (tag + 11 fields), 4 for `BlockRemoved` — trailing nulls included, because msgspec
+  ignores `omit_defaults` on `array_like` structs (checked by encoding 0.23.0's structs). Fields newer than 0.23
+  (`locality`, `ownership`, `session_id`, ...) did not exist there and are not sent.
 
 Constant field values are those of a plain dense model on GPU: `medium="GPU"`, `lora_id`/`lora_name` null,
 `group_idx=0`, `kv_cache_spec_kind="full_attention"`. Hashes are unsigned 64-bit ints.
@@ -48,6 +49,8 @@ class ClearedEvent:
 
 WireEvent = StoredEvent | RemovedEvent | ClearedEvent
 _Fields = list[tuple[str, Any, bool]]  # (name, value, has_default)
+# how many leading fields of each struct existed in vLLM 0.23 (the last array-encoded version)
+_FIELDS_IN_0_23 = {"BlockStored": 11, "BlockRemoved": 3, "AllBlocksCleared": 0}
 
 
 def _stored_fields(event: StoredEvent) -> _Fields:
@@ -85,9 +88,7 @@ def _tagged(tag: str, fields: _Fields, encoding: Encoding) -> Any:
         body: dict[str, Any] = {"type": tag}
         body.update((name, value) for name, value, defaulted in fields if not (defaulted and value is None))
         return body
-    while fields and fields[-1][2] and fields[-1][1] is None:
-        fields = fields[:-1]
-    return [tag, *(value for _, value, _ in fields)]
+    return [tag, *(value for _, value, _ in fields[: _FIELDS_IN_0_23[tag]])]
 
 
 def event_body(event: WireEvent, encoding: Encoding) -> Any:

@@ -3,6 +3,10 @@
 Sequence numbers are checked: on a gap the subscriber asks the node's replay socket (when configured) for the
 missing batches; without one, or when the replay cannot fill the gap, the index is cleared and rebuilt from the
 events that follow — evidence is then missing for a while, never wrong.
+
+A node running several data-parallel ranks has one publisher per rank, rank r on the configured port + r (vLLM's
+`ZmqEventPublisher.offset_endpoint_port`, for the live and the replay socket alike), each with its own sequence
+numbers: one subscriber per rank, all feeding the node's index under their rank.
 """
 
 from __future__ import annotations
@@ -21,11 +25,30 @@ log = logging.getLogger("tao.fleet")
 END_OF_REPLAY = -1
 
 
+def rank_endpoint(endpoint: str, rank: int) -> str:
+    """The endpoint data-parallel rank `rank` publishes on, given rank 0's: `tcp://host:port` → port + rank."""
+    if rank == 0:
+        return endpoint
+    host, sep, port = endpoint.rpartition(":")
+    if not endpoint.startswith("tcp://") or not sep or not port.isdigit():
+        raise ValueError(f"only tcp://host:port endpoints have per-rank ports, got {endpoint!r}")
+    return f"{host}:{int(port) + rank}"
+
+
 class KvEventSubscriber:
     def __init__(
-        self, node: str, endpoint: str, replay_endpoint: str | None, index: NodeKvIndex, context: zmq.asyncio.Context
+        self,
+        node: str,
+        endpoint: str,
+        replay_endpoint: str | None,
+        index: NodeKvIndex,
+        context: zmq.asyncio.Context,
+        rank: int = 0,
     ) -> None:
-        self.node, self.endpoint, self.replay_endpoint = node, endpoint, replay_endpoint
+        """`endpoint` and `replay_endpoint` are rank 0's; this subscriber listens to rank `rank`."""
+        self.node, self.rank = node, rank
+        self.endpoint = rank_endpoint(endpoint, rank)
+        self.replay_endpoint = rank_endpoint(replay_endpoint, rank) if replay_endpoint is not None else None
         self.index, self.context = index, context
         self.last_seq: int | None = None
         self.batches = 0
@@ -46,7 +69,7 @@ class KvEventSubscriber:
         try:
             _, seq, payload = split_message(frames)
         except KvWireError as error:
-            log.warning("node %s: dropping a malformed KV-event message: %s", self.node, error)
+            log.warning("node %s rank %d: dropping a malformed KV-event message: %s", self.node, self.rank, error)
             return
         if self.last_seq is not None and seq > self.last_seq + 1:
             await self._recover(self.last_seq + 1, seq)
@@ -58,18 +81,24 @@ class KvEventSubscriber:
         try:
             events = decode_batch(payload)
         except KvWireError as error:
-            log.warning("node %s: undecodable KV-event batch %d: %s", self.node, seq, error)
+            log.warning("node %s rank %d: undecodable KV-event batch %d: %s", self.node, self.rank, seq, error)
             return
         for event in events:
-            self.index.apply(event)
+            self.index.apply(event, self.rank)
         self.last_seq = seq
         self.batches += 1
 
     async def _recover(self, first_missing: int, next_live: int) -> None:
         if self.replay_endpoint is not None and await self._replay(first_missing, next_live):
             return
-        log.warning("node %s: KV events %d..%d lost; rebuilding the index", self.node, first_missing, next_live - 1)
-        self.index.clear()
+        log.warning(
+            "node %s rank %d: KV events %d..%d lost; rebuilding the index",
+            self.node,
+            self.rank,
+            first_missing,
+            next_live - 1,
+        )
+        self.index.clear(self.rank)
         self.last_seq = next_live - 1
 
     async def _replay(self, first_missing: int, next_live: int) -> bool:

@@ -2,8 +2,14 @@
 
 A ZMQ message is `[topic, seq (8 bytes big-endian), msgpack payload]`; the payload is the batch
 `[ts, events, dp_rank?]`. Events are tagged arrays up to vLLM 0.23 (`["BlockStored", hashes, parent, tokens,
-block_size, lora_id, medium, …]`) and tagged maps from 0.24 (`{"type": "BlockStored", …}`); both are accepted, extra
-fields ignored. Hashes may be ints (the default) or 32-byte strings; both become Python ints.
+block_size, lora_id, medium, …]`, always full length on a real node — 12 elements for `BlockStored`, 4 for
+`BlockRemoved` — but shorter arrays are accepted) and tagged maps from 0.24 (`{"type": "BlockStored", …}`); both are
+accepted, extra fields ignored. Hashes may be ints (the default) or 32-byte strings; both become Python ints.
+
+`medium` says which tier an event is about (`"GPU"`, `"CPU"`, `"STORAGE"`; vllm/distributed/kv_events.py): with an
+offloading connector the CPU and storage tiers publish on the same stream. Only GPU blocks are resident for the
+coordinator, so `Stored`/`Removed` carry `gpu`, true for medium `"GPU"` and for a missing or null medium (older
+versions, and 0.33's own GPU events never leave it null).
 """
 
 from __future__ import annotations
@@ -24,11 +30,13 @@ class Stored:
     hashes: tuple[int, ...]
     block_size: int
     session_id: str | None
+    gpu: bool = True
 
 
 @dataclass(frozen=True, slots=True)
 class Removed:
     hashes: tuple[int, ...]
+    gpu: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,8 +46,11 @@ class Cleared:
 
 KvEvent = Stored | Removed | Cleared
 
-# field positions of the array encoding (≤ 0.23); session_id never existed there
+# field positions of the array encoding (≤ 0.23, tag at 0); session_id never existed there
 _STORED_BLOCK_SIZE = 4
+_STORED_MEDIUM = 6
+_REMOVED_MEDIUM = 2
+MEDIUM_GPU = "GPU"
 
 
 def split_message(frames: Sequence[bytes]) -> tuple[bytes, int, bytes]:
@@ -71,6 +82,9 @@ def _event(raw: Any) -> KvEvent | None:
         fields = {"block_hashes": raw[1] if len(raw) > 1 else []}
         if tag == "BlockStored" and len(raw) > _STORED_BLOCK_SIZE:
             fields["block_size"] = raw[_STORED_BLOCK_SIZE]
+        medium_at = _STORED_MEDIUM if tag == "BlockStored" else _REMOVED_MEDIUM
+        if len(raw) > medium_at:
+            fields["medium"] = raw[medium_at]
     else:
         raise KvWireError(f"event is neither a tagged array nor a tagged map: {type(raw).__name__}")
     if tag == "BlockStored":
@@ -79,9 +93,9 @@ def _event(raw: Any) -> KvEvent | None:
         block_size = int(fields.get("block_size") or 16)
         if block_size < 1:
             raise KvWireError(f"block_size must be positive, got {block_size}")
-        return Stored(_hashes(fields.get("block_hashes")), block_size, session)
+        return Stored(_hashes(fields.get("block_hashes")), block_size, session, _on_gpu(fields.get("medium")))
     if tag == "BlockRemoved":
-        return Removed(_hashes(fields.get("block_hashes")))
+        return Removed(_hashes(fields.get("block_hashes")), _on_gpu(fields.get("medium")))
     if tag == "AllBlocksCleared":
         return Cleared()
     return None
@@ -91,3 +105,11 @@ def _hashes(raw: Any) -> tuple[int, ...]:
     if not isinstance(raw, list):
         raise KvWireError("block_hashes is not a list")
     return tuple(h if isinstance(h, int) else int.from_bytes(h, "big") for h in raw)
+
+
+def _on_gpu(medium: Any) -> bool:
+    if medium is None:
+        return True
+    if not isinstance(medium, str):
+        raise KvWireError(f"medium is not a string: {medium!r}")
+    return medium.upper() == MEDIUM_GPU

@@ -1,9 +1,20 @@
 """Reading a vLLM node's Prometheus exposition (vLLM reference §1) into the few figures the coordinator uses.
 
 Parsed with `prometheus_client.parser`, so label order, `_created` series and unknown families don't matter. Values
-are summed over the `engine` label (data-parallel ranks); `kv_cache_usage_perc` is the mean. Capacity follows §1.4:
-`kv_cache_size_tokens` when present (≥ 0.24), else `(num_gpu_blocks − 1) × block_size`; a size of 0 or less counts
-as unknown. Figures a scrape cannot make sense of raise `MetricsFormatError` (the node then counts as failing).
+are summed over the `engine` label (data-parallel ranks); `kv_cache_usage_perc` is the mean. Capacity is what a
+node can hold, `(num_gpu_blocks − 1) × block_size` (block 0 is the null block, §1.3–1.4), the same figure the
+simulator's node model uses. vLLM ≥ 0.24 also reports `kv_cache_size_tokens`: for a plain attention model it is
+`num_gpu_blocks × block_size`, the null block included, so that value is read as one block less; any other value
+(a hybrid model, whose groups share blocks) is taken as given. A size of 0 or less counts as unknown. Figures a scrape
+cannot make sense of raise `MetricsFormatError` (the node then counts as failing).
+
+Data-parallel ranks (checked against vLLM 0.33, `vllm/v1/engine/core_client.py` `_apply_ready_response` and
+`vllm/v1/metrics/loggers.py`): the API server keeps one `CacheConfig` for all its engines, with `num_gpu_blocks`
+summed over the ranks but `kv_cache_size_tokens` one rank's ("do not sum across DP"), and renders it as one
+`cache_config_info` series per engine. The node's capacity is the sum over its R ranks (the ranks are alike: same
+model, same parallelism), each with its own null block: `(Σ num_gpu_blocks − R) × block_size` for a plain model,
+R × `kv_cache_size_tokens` otherwise. R is the number of distinct `engine` labels of `cache_config_info`, or, where a
+version renders it once with `engine=""`, of `num_requests_running`.
 """
 
 from __future__ import annotations
@@ -32,18 +43,27 @@ class NodeMetrics:
 def parse_metrics(text: str) -> NodeMetrics:
     samples: dict[str, float] = {}
     counts: dict[str, int] = {}
-    capacity: int | None = None
-    block_size = 16
+    cache_config: dict[str, str] | None = None
+    config_engines: set[str] = set()
+    running_engines: set[str] = set()
     try:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
                 if sample.name == "vllm:cache_config_info":
-                    capacity, block_size = _capacity(sample.labels)
+                    cache_config = sample.labels
+                    config_engines.add(sample.labels.get("engine", ""))
                     continue
+                if sample.name == "vllm:num_requests_running":
+                    running_engines.add(sample.labels.get("engine", ""))
                 samples[sample.name] = samples.get(sample.name, 0.0) + sample.value
                 counts[sample.name] = counts.get(sample.name, 0) + 1
     except ValueError as error:
         raise MetricsFormatError(f"unparseable /metrics: {error}") from error
+    capacity: int | None = None
+    block_size = 16
+    if cache_config is not None:
+        ranks = len(config_engines - {""}) or len(running_engines) or 1
+        capacity, block_size = _capacity(cache_config, ranks)
 
     def value(name: str) -> float:
         return samples.get(name, 0.0)
@@ -61,14 +81,19 @@ def parse_metrics(text: str) -> NodeMetrics:
     )
 
 
-def _capacity(labels: dict[str, str]) -> tuple[int | None, int]:
+def _capacity(labels: dict[str, str], ranks: int) -> tuple[int | None, int]:
+    """`num_gpu_blocks` is the sum over `ranks` ranks, `kv_cache_size_tokens` one rank's."""
     try:
         block_size = int(labels.get("block_size", "16"))
+        blocks = int(labels["num_gpu_blocks"]) if labels.get("num_gpu_blocks", "None") != "None" else None
+        reported = int(labels["kv_cache_size_tokens"]) if labels.get("kv_cache_size_tokens", "None") != "None" else None
         capacity = None
-        if labels.get("kv_cache_size_tokens", "None") != "None":
-            capacity = int(labels["kv_cache_size_tokens"])
-        elif labels.get("num_gpu_blocks", "None") != "None":
-            capacity = (int(labels["num_gpu_blocks"]) - 1) * block_size
+        # a version that summed the size too is read the same way
+        plain = blocks is not None and reported in (blocks * block_size, blocks * block_size // ranks)
+        if reported is not None and not plain:
+            capacity = reported * ranks
+        elif blocks is not None:
+            capacity = (blocks - ranks) * block_size
     except ValueError as error:
         raise MetricsFormatError(f"vllm:cache_config_info has a non-numeric size label: {error}") from error
     if block_size < 1:

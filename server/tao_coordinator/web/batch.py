@@ -63,7 +63,7 @@ def _dispatch(service: CoordinatorService, event: protocol.BatchedEvent) -> None
         case "llm_end":
             done = _part(event, "llm_end")
             assert isinstance(done, protocol.LlmEndRequest)
-            service.feed(llm_end_event(service, session_id, done))
+            service.end_llm_call(llm_end_event(service, session_id, done))
         case "heartbeat":
             service.feed(Heartbeat(session_id))
         case "close":

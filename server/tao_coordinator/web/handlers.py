@@ -37,6 +37,7 @@ def core_context(context: protocol.AgentContext) -> model.AgentContext:
     return model.AgentContext(
         harness=context.harness,
         workflow_id=context.workflow_id,
+        parent_session_id=context.parent_session_id,
         model=context.model,
         shared_prefix_tokens=context.shared_prefix_tokens,
         expected_next_tools=tuple(context.expected_next_tools),
@@ -138,7 +139,7 @@ async def post_llm_end(request: web.Request) -> web.Response:
     service, session_id = _service(request), _session_id(request)
     require_session(request, session_id)
     body = await read_body(request, protocol.LlmEndRequest)
-    service.feed(llm_end_event(service, session_id, body))
+    service.end_llm_call(llm_end_event(service, session_id, body))
     return web.Response(status=204)
 
 
@@ -214,6 +215,10 @@ async def get_sessions(request: web.Request) -> web.Response:
             context_tokens=session.context_tokens,
             running_tools=[tool.tool for tool in session.tools],
             lease_expires_in_s=max(0.0, session.lease_expires_at - now),
+            workflow_id=session.context.workflow_id,
+            parent_session_id=session.context.parent_session_id,
+            step_id=session.step_id,
+            expected_next_tools=list(session.context.expected_next_tools),
         ).model_dump(mode="json")
         for session in service.coordinator.state.sessions.values()
     ]

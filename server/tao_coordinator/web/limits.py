@@ -1,8 +1,9 @@
 """What hostile input can make the coordinator hold, and the one limit the protocol's models cannot state.
 
 Every free string of the protocol is bounded by its pydantic model (`tao_sdk/protocol.py`): ids and tool names
-1–200 characters (a session id only of `tao_sdk.ids.SESSION_ID_RULE`'s characters, never `/`), model and workflow
-200, harness 100, labels at most 50 with keys 1–64 and values ≤ 256 characters, `expected_next_tools` ≤ 50 names;
+1–200 characters (a session id only of `tao_sdk.ids.SESSION_ID_RULE`'s characters, never `/`), model, workflow,
+parent session and step ids 200, harness 100, labels at most 50 with keys 1–64 and values ≤ 256 characters,
+`expected_next_tools` ≤ 50 names (at registration and again on each acquire, which replaces them);
 every integer ≤ 10**8 (and any JSON integer ≤ `body.MAX_INT_DIGITS` digits), every number finite. What is not a
 field limit is here: a session runs at most `MAX_RUNNING_TOOLS` tools at once.
 
@@ -10,10 +11,10 @@ Memory bounds under hostile input (Python strings take up to 4 bytes a character
 
 - per label: ≤ 64 + 256 characters: ≤ 1.5 KiB;
 - per session (only API-token holders create one): its context — ≤ 50 labels, ≤ 50 expected tool names of ≤ 200
-  characters, four strings of ≤ 200 — ≤ 120 KiB, and ≤ `MAX_RUNNING_TOOLS` running tools whose call id and tool
-  name are ≤ 200 characters each (≤ 1.8 KiB a tool), each string held about twice (the validated body's and the
-  core's and forecaster's keys): `SESSION_BYTES_BOUND` all told; measured 478 KiB with every string at its limit
-  in 4-byte characters (`tests/web/test_adversarial.py`), a few KiB for a usual session;
+  characters, six strings of ≤ 200 (the step id among them) — ≤ 125 KiB, and ≤ `MAX_RUNNING_TOOLS` running tools
+  whose call id and tool name are ≤ 200 characters each (≤ 1.8 KiB a tool), each string held about twice (the
+  validated body's and the core's and forecaster's keys): `SESSION_BYTES_BOUND` all told; measured 478 KiB with
+  every string at its limit in 4-byte characters (`tests/web/test_adversarial.py`), a few KiB for a usual session;
 - per tool name: learned levels are bounded by the forecaster, not by names: at most `core.forecast_max_levels`
   (tool, program) levels of `core.forecast_window` durations each, least recently used evicted first
   (docs/coordinator.md; `tao bench memory`); a name is ≤ 200 characters;

@@ -29,7 +29,7 @@ from tao_sdk import protocol
 from ..config import CoordinatorConfig, NodeConfig
 from ..core.actions import Action, Admit, Expired, Interrupt, Route, StartPlan
 from ..core.coordinator import Coordinator
-from ..core.events import Acquire, CacheResidency, Event, NodeUpdate, Tick, ToolEnd
+from ..core.events import Acquire, CacheResidency, Event, LlmEnd, NodeUpdate, Tick, ToolEnd
 from ..core.forecast import ToolHistory, learned_duration
 from ..core.model import Phase
 from ..core.plan import PlanFinished
@@ -39,6 +39,7 @@ from ..fleet.kv_index import NodeKvIndex
 from ..fleet.kv_subscriber import KvEventSubscriber
 from ..fleet.poller import NodeObservation, NodePoller
 from ..store import HistoryStore
+from .cache_reports import CacheReports
 from .metrics import ServiceMetrics
 from .tokens import SessionTokens
 
@@ -71,6 +72,7 @@ class CoordinatorService:
         policy = make_policy(config.policy.name)
         self.coordinator = Coordinator(policy, config.core, history=history, inline_planning=False)
         self.metrics = ServiceMetrics(self)
+        self.cache_reports = CacheReports()
         self.session_tokens: dict[str, str] = {}
         self.tokens = SessionTokens.in_state_dir(config.server.state_dir)
         self.leases: dict[str, str] = {}
@@ -105,8 +107,11 @@ class CoordinatorService:
             if node.kv_events:
                 self._zmq = self._zmq or zmq.asyncio.Context()
                 index = self._kv_indexes.setdefault(node.name, NodeKvIndex())
-                subscriber = KvEventSubscriber(node.name, node.kv_events, node.kv_events_replay, index, self._zmq)
-                self._tasks.append(asyncio.create_task(subscriber.run(), name=f"kv {node.name}"))
+                for rank in range(node.dp_size):
+                    subscriber = KvEventSubscriber(
+                        node.name, node.kv_events, node.kv_events_replay, index, self._zmq, rank
+                    )
+                    self._tasks.append(asyncio.create_task(subscriber.run(), name=f"kv {node.name} rank {rank}"))
         if self._kv_indexes:
             self._tasks.append(asyncio.create_task(self._flush_kv_evidence(), name="kv flush"))
         log.info("coordinator started: %d nodes, policy %s", len(self.nodes), self.config.policy.name)
@@ -136,6 +141,11 @@ class CoordinatorService:
             self._carry_out(action)
         self._schedule_tick()
         return actions
+
+    def end_llm_call(self, event: LlmEnd) -> None:
+        """Feed a call's end, then note whether its node reports cached tokens (`cache_reports.py`)."""
+        self.feed(event)
+        self.cache_reports.observe(event)
 
     def _carry_out(self, action: Action) -> None:
         match action:
@@ -208,7 +218,7 @@ class CoordinatorService:
         if grant is None:
             session = self.coordinator.state.session(session_id)
             if not (session.phase is Phase.WAITING and session.acquire_pending):
-                self.feed(Acquire(session_id, request.expected_input_tokens))
+                self.feed(acquire_event(session_id, request))
             grant = self._unclaimed.pop(session_id, None)
         if grant is None:
             grant = await self._wait_for_grant(session_id, min(request.wait_s, self.config.server.acquire_wait_s))
@@ -286,3 +296,14 @@ class CoordinatorService:
                 for session_id, tokens in index.take_changed().items():
                     if session_id in self.coordinator.state.sessions:
                         self.feed(CacheResidency(node, session_id, tokens))
+
+
+def acquire_event(session_id: str, request: protocol.AcquireRequest) -> Acquire:
+    """The core event of an acquire; what it says about the agent's step travels with it."""
+    tools = request.expected_next_tools
+    return Acquire(
+        session_id,
+        request.expected_input_tokens,
+        step_id=request.step_id,
+        expected_next_tools=None if tools is None else tuple(tools),
+    )

@@ -1,0 +1,66 @@
+"""docs/quickstart.md walked as a newcomer walks it: §2's commands, run in order by bash, reach a coordinator that
+lists both nodes (issue 16: the doc queried the coordinator before it listened)."""
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+QUICKSTART = Path(__file__).parents[1] / "docs" / "quickstart.md"
+PORTS = (8000, 8001, 8700)
+
+
+def section(number: int) -> str:
+    text = QUICKSTART.read_text()
+    start = text.index(f"\n## {number}. ")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else None]
+
+
+def bash_blocks(text: str) -> list[str]:
+    return re.findall(r"```bash\n(.*?)```", text, flags=re.DOTALL)
+
+
+def port_taken(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_section_2_waits_for_the_coordinator_before_querying_it(tmp_path):
+    if any(port_taken(port) for port in PORTS):
+        pytest.skip(f"the quickstart's fixed ports {PORTS} are not all free")
+    script = tmp_path / "section2.sh"
+    script.write_text("\n".join(bash_blocks(section(2))))
+    output = tmp_path / "output"
+    env = {**os.environ, "HOME": str(tmp_path)}  # the coordinator's default state dir is under ~
+    with output.open("w") as sink:
+        shell = subprocess.Popen(
+            ["bash", str(script)], stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+        try:
+            shell.wait(timeout=90)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(shell.pid, signal.SIGTERM)  # the servers it left in the background
+    lines = output.read_text().splitlines()
+    listing = next((json.loads(line) for line in lines if line.startswith('{"nodes"')), None)
+    assert listing is not None, "\n".join(lines)
+    assert [(node["name"], node["healthy"]) for node in listing["nodes"]] == [("a", True), ("b", True)]
+
+
+def test_section_1_installs_only_the_server_extra():
+    commands = [line.split("#")[0].strip() for block in bash_blocks(section(1)) for line in block.splitlines()]
+    installs = [command for command in commands if command.startswith("pip install")]
+    assert installs == ["pip install -e '.[server]'"]
+
+
+def test_section_5_names_no_trace_path_outside_the_repository_and_says_where_traces_come_from():
+    text = section(5)
+    assert "../" not in text
+    assert "TAO_TRACES" in text and "synthetic:" in text and "minutes" in text
