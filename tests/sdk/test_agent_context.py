@@ -1,9 +1,6 @@
 """AgentContext on the wire: workflow, parent, step and expected tools from the SDK and through `tao proxy` reach a
 real coordinator and its session listing; bad values are refused naming the field and change nothing."""
 
-import asyncio
-import threading
-
 import httpx2
 import openai
 import pytest
@@ -13,7 +10,7 @@ import tao_sdk
 from tao_sdk.proxy import ProxyConfig, step_from
 from tao_sdk.router import Step
 
-from .test_proxy import MODEL, ThreadedProxy, settled
+from .test_proxy import MODEL, ThreadedApp, ThreadedProxy, settled
 
 PROMPT = [{"role": "user", "content": "hello"}]
 TOOLS = [f"t{k}" for k in range(60)]
@@ -54,16 +51,14 @@ def test_the_proxy_reads_the_agent_headers_and_each_calls_step(coordinator):
         client.close()
 
 
-class RecordingNode:
+class RecordingNode(ThreadedApp):
     """A node that answers every chat call and keeps the headers it was sent."""
 
     def __init__(self) -> None:
         self.headers: list[dict[str, str]] = []
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self.answer)
-        self.runner = web.AppRunner(app, access_log=None)
+        super().__init__(app)
 
     async def answer(self, request: web.Request) -> web.Response:
         self.headers.append({k.lower(): v for k, v in request.headers.items()})
@@ -72,23 +67,6 @@ class RecordingNode:
         choice = {"index": 0, "message": message, "finish_reason": "stop"}
         body = {"id": "c", "object": "chat.completion", "created": 0, "model": MODEL, "choices": [choice]}
         return web.json_response({**body, "usage": usage})
-
-    def __enter__(self):
-        self.thread.start()
-
-        async def start():
-            await self.runner.setup()
-            await web.TCPSite(self.runner, "127.0.0.1", 0).start()
-
-        asyncio.run_coroutine_threadsafe(start(), self.loop).result(10)
-        self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}"
-        return self
-
-    def __exit__(self, *exc):
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
 
 
 def test_the_step_headers_are_not_forwarded_to_the_node():

@@ -16,12 +16,13 @@ from tao_sdk.proxy import ProxyConfig, RoutingProxy
 MODEL = "Qwen/Qwen3-32B"
 
 
-class ThreadedProxy:
-    def __init__(self, config: ProxyConfig) -> None:
-        self.proxy = RoutingProxy(config)
+class ThreadedApp:
+    """An aiohttp app served on a loopback port from its own event loop in a thread, as a context manager."""
+
+    def __init__(self, app: web.Application) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.runner = web.AppRunner(self.proxy.app(), access_log=None)
+        self.runner = web.AppRunner(app, access_log=None)
 
     def __enter__(self):
         self.thread.start()
@@ -39,6 +40,12 @@ class ThreadedProxy:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         self.loop.close()
+
+
+class ThreadedProxy(ThreadedApp):
+    def __init__(self, config: ProxyConfig) -> None:
+        self.proxy = RoutingProxy(config)
+        super().__init__(self.proxy.app())
 
 
 @pytest.fixture
