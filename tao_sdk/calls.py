@@ -229,12 +229,14 @@ class Calls:
     def closing_reports(self, answer: Any) -> list[tuple[str, dict[str, Any]]]:
         """After a 409: the reports that close what the coordinator sees open and this client does not."""
         view = session_view(answer)
-        reports = self.state.ledger.closing_reports(view) if view is not None else []
+        if view is None:
+            return []
+        reports = self.state.ledger.closing_reports(view)
         if reports:
             log.warning(
                 "tao: the coordinator still saw finished work of session %s (%s: %s); closing it",
                 self.state.session_id,
-                view.phase if view else "?",
+                view.phase,
                 ", ".join(body.get("call_id", "model call") for _, body in reports),
             )
         return reports
@@ -275,6 +277,8 @@ class Calls:
         return grant
 
     def llm_end_body(self, grant: Grant, usage: Any, duration_s: float) -> dict[str, Any]:
+        """The report of a granted call's end; the call is no longer in flight from here on."""
+        self.state.ledger.llm_ended()
         # Overlapping calls share the session's place, and the coordinator knows only the newest call's lease.
         last = self.state.last
         lease_id = last.lease_id if last is not None and last.node == grant.node and last.lease_id else grant.lease_id

@@ -124,20 +124,15 @@ def _without_command(words: list[str]) -> int:
     if words[0] == "--version":
         print(f"tao {version()}")
         return 0
-    if words[0] in _groups():
-        group = (words[0],)
-        if words[1:2] and words[1] in HELP:
-            print(usage(group))
-            return 0
-        if len(words) == 1:
-            print(f"tao {words[0]}: a subcommand is required\n", file=sys.stderr)
-            print(usage(group), file=sys.stderr)
-            return 2
+    group = (words[0],) if words[0] in _groups() else ()
+    if group and words[1:2] and words[1] in HELP:
+        print(usage(group))
+        return 0
+    if group and len(words) == 1:
+        print(f"tao {words[0]}: a subcommand is required\n", file=sys.stderr)
+    else:
         print(f"tao: unknown command {' '.join(words[:2])!r}\n", file=sys.stderr)
-        print(usage(group), file=sys.stderr)
-        return 2
-    print(f"tao: unknown command {' '.join(words[:2])!r}\n", file=sys.stderr)
-    print(usage(), file=sys.stderr)
+    print(usage(group), file=sys.stderr)
     return 2
 
 

@@ -16,8 +16,10 @@ from .ids import SESSION_ID_PATTERN
 
 API_PREFIX = "/v1"
 
-LabelKey = Annotated[str, StringConstraints(min_length=1, max_length=64)]
-LabelValue = Annotated[str, StringConstraints(max_length=256)]
+LABEL_KEY_MAX = 64
+LABEL_VALUE_MAX = 256
+LabelKey = Annotated[str, StringConstraints(min_length=1, max_length=LABEL_KEY_MAX)]
+LabelValue = Annotated[str, StringConstraints(max_length=LABEL_VALUE_MAX)]
 ToolName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 StepId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 

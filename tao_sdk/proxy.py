@@ -47,8 +47,12 @@ MODEL_ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/
 PASSTHROUGH_ROUTES = ("/v1/models", "/v1/messages/count_tokens")
 HEALTH_ROUTES = ("/healthz", "/health")  # `/health` is what vLLM and most load balancers probe
 HOP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "authorization"}
+ANSWER_DROPPED = HOP_HEADERS | {"content-encoding", "date", "server"}
+"""Headers of a node's answer the proxy does not pass back (aiohttp sets its own)."""
 STEP_HEADERS = {"x-agent-step-id", "x-agent-expected-tools"}
 """Read by the proxy for the coordinator, never sent on to a node."""
+FORWARD_DROPPED = HOP_HEADERS | STEP_HEADERS
+"""Headers of a model call the proxy does not send on to the node."""
 _VALID_SESSION_ID = re.compile(SESSION_ID_PATTERN)
 
 
@@ -139,7 +143,7 @@ class RoutingProxy:
         self, request: web.Request, grant: Grant, body: bytes, session_id: str, observer: UsageObserver | None
     ) -> web.StreamResponse:
         assert self.http is not None
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS | STEP_HEADERS}
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in FORWARD_DROPPED}
         headers["X-Session-ID"] = session_id
         if self.config.api_key:
             headers["Authorization"] = f"Bearer {self.config.api_key}"
@@ -153,7 +157,7 @@ class RoutingProxy:
         async with upstream:
             response = web.StreamResponse(status=upstream.status)
             for name, value in upstream.headers.items():
-                if name.lower() not in HOP_HEADERS | {"content-encoding", "date", "server"}:
+                if name.lower() not in ANSWER_DROPPED:
                     response.headers[name] = value
             await response.prepare(request)
             async for chunk in upstream.content.iter_any():
@@ -245,7 +249,11 @@ def with_usage_requested(raw: bytes, path: str) -> tuple[bytes, bool]:
 def context_from(headers: Any) -> protocol.AgentContext:
     """The agent context the `x-agent-*` headers describe; a malformed value is left out, never an error."""
     prefix = "x-agent-label-"
-    labels = {k[len(prefix) :].lower()[:100]: v[:200] for k, v in headers.items() if k.lower().startswith(prefix)}
+    labels = {
+        key: value[: protocol.LABEL_VALUE_MAX]
+        for name, value in headers.items()
+        if name.lower().startswith(prefix) and (key := name[len(prefix) :].lower()[: protocol.LABEL_KEY_MAX])
+    }
     shared = headers.get("x-agent-shared-prefix-tokens", "0").strip()
     return protocol.AgentContext(
         harness=headers.get("x-agent-harness", "proxy")[:100],

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import socket
 import sys
 
 from .errors import ConfigurationError
+from .listening import cannot_listen, listen
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,13 +48,10 @@ def run(args: argparse.Namespace) -> int:
     except ConfigurationError as error:
         print(f"tao proxy: {error}", file=sys.stderr)
         return 2
-    sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET, socket.SOCK_STREAM)
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((args.host, args.port))
+        sock = listen(args.host, args.port)
     except OSError as error:
-        sock.close()
-        print(f"tao proxy: cannot listen on {args.host}:{args.port}: {error.strerror or error}", file=sys.stderr)
+        print(cannot_listen("tao proxy", args.host, args.port, error), file=sys.stderr)
         return 1
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     print(f"tao proxy on http://{args.host}:{args.port} (OpenAI base URL: http://{args.host}:{args.port}/v1)")

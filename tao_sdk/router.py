@@ -166,7 +166,6 @@ class SyncRouter(Calls):
 
     def llm_end(self, grant: Grant, usage: Any, duration_s: float) -> None:
         if not grant.detached:
-            self.state.ledger.llm_ended()
             self._report("POST", self.session_path("llm_end"), self.llm_end_body(grant, usage, duration_s))
 
     def tool_start(self, call_id: str, tool: str, hints: protocol.ToolHints, program: str | None = None) -> None:
@@ -284,7 +283,6 @@ class AsyncRouter(Calls):
 
     async def llm_end(self, grant: Grant, usage: Any, duration_s: float) -> None:
         if not grant.detached:
-            self.state.ledger.llm_ended()
             await self._report("POST", self.session_path("llm_end"), self.llm_end_body(grant, usage, duration_s))
 
     async def tool_start(self, call_id: str, tool: str, hints: protocol.ToolHints, program: str | None = None) -> None:

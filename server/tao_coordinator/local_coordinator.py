@@ -49,12 +49,10 @@ def wait_ready(url: str, process: subprocess.Popen[Any], timeout: float = 180.0)
 
 @dataclass
 class CoordinatorProcess:
-    """A running `tao coordinator` process: its URL, its state directory, and the signals the fault runs send it."""
+    """A running `tao coordinator` process: its URL, and the signals the fault runs send it."""
 
     url: str
     process: subprocess.Popen[Any]
-    state_dir: Path
-    token: str | None
 
     def pause(self) -> None:
         """SIGSTOP: the process keeps its sockets (connections still complete in the backlog) and answers nothing."""
@@ -76,13 +74,12 @@ def coordinator_process(
     *,
     token: str | None = None,
     policy: str | None = None,
-    port: int | None = None,
 ) -> Iterator[CoordinatorProcess]:
     """A coordinator process over `nodes` (`NAME=URL[,CAPACITY]`, as `--node` takes them), with `token` or, without
     one, no auth (loopback); `state_dir` defaults to a throw-away directory. Stopped on the way out, even if paused."""
     with tempfile.TemporaryDirectory() as scratch:
         state = state_dir or Path(scratch)
-        port = port or free_port()
+        port = free_port()
         command = [sys.executable, "-m", "tao_sdk.cli", "coordinator", "--port", str(port), "--state-dir", str(state)]
         command += ["--token", token] if token else ["--insecure-no-auth"]
         command += ["--log-format", "json"] + (["--policy", policy] if policy else [])
@@ -90,7 +87,7 @@ def coordinator_process(
             command += ["--node", spec]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        running = CoordinatorProcess(f"http://127.0.0.1:{port}", server, state, token)
+        running = CoordinatorProcess(f"http://127.0.0.1:{port}", server)
         try:
             wait_ready(running.url, server)
             yield running

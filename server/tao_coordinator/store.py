@@ -34,6 +34,9 @@ from .core.forecast import ToolKey, normalise_tool
 
 log = logging.getLogger("tao.store")
 
+STORE_FILE = "tao.sqlite3"
+"""The SQLite file of learned state, in the state directory."""
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tool_calls (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -106,7 +109,7 @@ class HistoryStore:
             raise ValueError("HistoryStore: window, max_keys, batch, prune_every and max_queued must be at least 1")
         state_dir = state_dir.expanduser()
         state_dir.mkdir(parents=True, exist_ok=True)
-        self.path = state_dir / "tao.sqlite3"
+        self.path = state_dir / STORE_FILE
         self.window = window
         self.max_keys = max_keys
         self.prune_every = prune_every

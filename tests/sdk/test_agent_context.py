@@ -7,7 +7,7 @@ import pytest
 from aiohttp import web
 
 import tao_sdk
-from tao_sdk.proxy import ProxyConfig, step_from
+from tao_sdk.proxy import ProxyConfig, context_from, step_from
 from tao_sdk.router import Step
 
 from .test_proxy import MODEL, ThreadedApp, ThreadedProxy, settled
@@ -136,3 +136,8 @@ async def test_an_oversized_register_context_is_refused_and_changes_nothing(coor
         answer = await http.post("/v1/sessions", json=body, headers=headers)
         assert (answer.status_code, answer.json()["field"]) == (422, "context.parent_session_id")
         assert "too-long-parent" not in coordinator.service.coordinator.state.sessions
+
+
+def test_label_headers_past_the_protocol_s_limits_are_cut_or_left_out_never_an_error():
+    headers = {"x-agent-label-" + "k" * 70: "v" * 300, "x-agent-label-": "empty key", "X-Agent-Label-Team": "a"}
+    assert context_from(headers).labels == {"k" * 64: "v" * 256, "team": "a"}

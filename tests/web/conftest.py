@@ -22,6 +22,7 @@ from tao_coordinator.web import serve
 from tao_coordinator.web.app import create_app
 from tao_coordinator.web.keys import SERVICE
 from tao_coordinator.web.service import CoordinatorService
+from tao_sdk.listening import listen
 
 API_TOKEN = "test-api-token-0123456789"
 PROMPT = 30_000
@@ -96,7 +97,7 @@ async def running_coordinator(
     app = create_app(config)
     runner = serve.runner(app, config.server, access_log=None)
     await runner.setup()
-    sock = serve.listen("127.0.0.1", 0)
+    sock = listen("127.0.0.1", 0)
     site = serve.LimitedSite(runner, sock, config.server.max_connections)
     await site.start()
     port = sock.getsockname()[1]

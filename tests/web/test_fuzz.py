@@ -26,6 +26,7 @@ from tao_coordinator.fakevllm import FakeNodeConfig, ThreadedFleet
 from tao_coordinator.web import serve
 from tao_coordinator.web.app import create_app
 from tao_coordinator.web.openapi import build_spec
+from tao_sdk.listening import listen
 
 API_TOKEN = "fuzz-api-token-0123456789"
 SESSION = "fuzzed"
@@ -52,7 +53,7 @@ class _Server:
 
     def __enter__(self) -> "_Server":
         self.thread.start()
-        sock = serve.listen("127.0.0.1", 0)
+        sock = listen("127.0.0.1", 0)
 
         async def start() -> None:
             await self.runner.setup()

@@ -109,11 +109,17 @@ def _planning(records: list[Record]) -> list[str]:
     return [f"Planning charged per plan: {text}.", ""]
 
 
-def _seed_check(records: list[Record]) -> list[str]:
-    """Per concurrency with several seeds: mean (min–max) of the headline metrics, and TAO's wins seed by seed."""
+def _by_seed(records: list[Record]) -> dict[tuple[int, str], dict[int, dict[str, Any]]]:
+    """(concurrency, policy) → seed → metrics."""
     runs: dict[tuple[int, str], dict[int, dict[str, Any]]] = defaultdict(dict)
     for record in records:
         runs[(record["concurrency"], record["policy"])][record["seed"]] = record["metrics"]
+    return runs
+
+
+def _seed_check(records: list[Record]) -> list[str]:
+    """Per concurrency with several seeds: mean (min–max) of the headline metrics, and TAO's wins seed by seed."""
+    runs = _by_seed(records)
     several = sorted(key for key, by_seed in runs.items() if len(by_seed) > 1)
     if not several:
         return []
@@ -177,9 +183,7 @@ def paired_change(tao: dict[int, float], other: dict[int, float]) -> PairedChang
 def _seed_verdict(records: list[Record]) -> list[str]:
     """Per concurrency where TAO ran several seeds: TAO against the baseline best on each headline metric's mean over
     the common seeds, as a paired mean change with its 95 % interval and a verdict."""
-    runs: dict[tuple[int, str], dict[int, dict[str, Any]]] = defaultdict(dict)
-    for record in records:
-        runs[(record["concurrency"], record["policy"])][record["seed"]] = record["metrics"]
+    runs = _by_seed(records)
     headline = METRICS[:3]
     rows = []
     for concurrency in sorted({c for c, p in runs if p == "tao"}):

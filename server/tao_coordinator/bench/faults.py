@@ -34,11 +34,11 @@ from ..core.settings import CoreSettings
 from ..fakevllm import FakeNodeConfig, ThreadedFleet
 from ..local_coordinator import coordinator_process
 from ..progress import Progress
+from ..store import STORE_FILE
 
 MODEL = "Qwen/Qwen3-32B"
 CAPACITY = 10_000_000
 SLACK_S = 0.5
-STORE_FILE = "tao.sqlite3"
 
 
 @dataclass
@@ -89,8 +89,8 @@ class Stall:
         return rescheduled and self.longest_call_during_stall_s <= self.call_bound_s and self.stuck_at_end == 0
 
 
-def _nodes(fleets: list[ThreadedFleet]) -> list[str]:
-    return [f"node-{k}={fleet.urls[0]},{CAPACITY}" for k, fleet in enumerate(fleets)]
+def _nodes(urls: list[str]) -> list[str]:
+    return [f"node-{k}={url},{CAPACITY}" for k, url in enumerate(urls)]
 
 
 def _get(url: str, path: str) -> Any:
@@ -102,7 +102,7 @@ def node_kill(sessions: int = 40) -> NodeKill:
     with (
         ThreadedFleet(1, FakeNodeConfig(time_scale=50), kv_events=False) as first,
         ThreadedFleet(1, FakeNodeConfig(time_scale=50), kv_events=False) as second,
-        coordinator_process(_nodes([first, second])) as coordinator,
+        coordinator_process(_nodes([first.urls[0], second.urls[0]])) as coordinator,
     ):
         url = coordinator.url
         with httpx2.Client(base_url=url, timeout=10) as http:
@@ -147,10 +147,10 @@ def coordinator_kill(load_s: float = 3.0, clients: int = 16) -> CoordinatorKill:
         tempfile.TemporaryDirectory() as state,
     ):
         state_dir = Path(state)
-        with coordinator_process(_nodes([fleet]), state_dir) as coordinator:
+        with coordinator_process(_nodes(fleet.urls), state_dir) as coordinator:
             acknowledged = asyncio.run(_tool_load(coordinator.url, load_s, clients, coordinator.kill))
         rows, integrity = _read_store(state_dir)
-        with coordinator_process(_nodes([fleet]), state_dir) as again:
+        with coordinator_process(_nodes(fleet.urls), state_dir) as again:
             restarted = _get(again.url, "/healthz")["status"] == "ok"
     return CoordinatorKill(load_s, acknowledged, rows, max(0, acknowledged - rows), integrity, restarted)
 
@@ -207,37 +207,38 @@ def stall(stall_s: float, sessions: int = 8, before_s: float = 3.0, after_s: flo
     for `stall_s` after `before_s`, and the run goes on for `after_s` after the resume."""
     config = SessionConfig(None)
     bound = config.connect_timeout_s + config.request_timeout_s + SLACK_S
-    with ThreadedFleet(2, FakeNodeConfig(time_scale=50), kv_events=False) as fleet:
-        nodes = [f"node-{k}={url},{CAPACITY}" for k, url in enumerate(fleet.urls)]
-        with coordinator_process(nodes) as coordinator:
-            stop, release = threading.Event(), threading.Event()
-            stopped = threading.Semaphore(0)
-            calls: list[list[_Call]] = [[] for _ in range(sessions)]
-            ids: list[str] = [""] * sessions
-            agents = [
-                threading.Thread(
-                    target=_agent, args=(coordinator.url, calls[k], ids, k, (stop, stopped, release)), daemon=True
-                )
-                for k in range(sessions)
-            ]
-            for agent in agents:
-                agent.start()
-            progress = Progress(int(before_s + stall_s + after_s), f"stall {stall_s:g} s")
-            _tick(progress, before_s)
-            paused = time.monotonic()
-            coordinator.pause()
-            _tick(progress, stall_s)
-            coordinator.resume()
-            resumed = time.monotonic()
-            _tick(progress, after_s)
-            stop.set()
-            for _ in agents:
-                stopped.acquire(timeout=30)
-            phases = {s["session_id"]: s["phase"] for s in _get(coordinator.url, "/v1/sessions")["sessions"]}
-            release.set()
-            for agent in agents:
-                agent.join(30)
-            progress.close()
+    with (
+        ThreadedFleet(2, FakeNodeConfig(time_scale=50), kv_events=False) as fleet,
+        coordinator_process(_nodes(fleet.urls)) as coordinator,
+    ):
+        stop, release = threading.Event(), threading.Event()
+        stopped = threading.Semaphore(0)
+        calls: list[list[_Call]] = [[] for _ in range(sessions)]
+        ids: list[str] = [""] * sessions
+        agents = [
+            threading.Thread(
+                target=_agent, args=(coordinator.url, calls[k], ids, k, (stop, stopped, release)), daemon=True
+            )
+            for k in range(sessions)
+        ]
+        for agent in agents:
+            agent.start()
+        progress = Progress(int(before_s + stall_s + after_s), f"stall {stall_s:g} s")
+        _tick(progress, before_s)
+        paused = time.monotonic()
+        coordinator.pause()
+        _tick(progress, stall_s)
+        coordinator.resume()
+        resumed = time.monotonic()
+        _tick(progress, after_s)
+        stop.set()
+        for _ in agents:
+            stopped.acquire(timeout=30)
+        phases = {s["session_id"]: s["phase"] for s in _get(coordinator.url, "/v1/sessions")["sessions"]}
+        release.set()
+        for agent in agents:
+            agent.join(30)
+        progress.close()
     during = [c for mine in calls for c in mine if c.ended > paused and c.started < resumed]
     rescheduled = [
         min((c.ended - resumed for c in mine if c.scheduled and c.ended > resumed), default=float("inf"))

@@ -44,6 +44,7 @@ from ..core.settings import CoreSettings
 from ..fakevllm import FakeNodeConfig, ThreadedFleet
 from ..local_coordinator import free_port, wait_ready
 from ..progress import Progress
+from ..store import STORE_FILE
 
 ONE_SAMPLE_LEVEL_BYTES = 2 * 8 + 400
 """`history.py`'s per-level model (two arrays of 8-byte numbers plus about 0.4 KiB of objects) at one sample."""
@@ -159,10 +160,10 @@ def _loaded(log: Path) -> tuple[int, int]:
 
 
 def _database(state: Path) -> tuple[int, int]:
-    path = state / "tao.sqlite3"
+    path = state / STORE_FILE
     with sqlite3.connect(path) as db:
         rows = int(db.execute("SELECT COUNT(*) FROM tool_calls").fetchone()[0])
-    size = sum(p.stat().st_size for p in state.glob("tao.sqlite3*"))
+    size = sum(p.stat().st_size for p in state.glob(STORE_FILE + "*"))
     return rows, size
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Any
 
 from . import state_machine
 from .actions import Action, Expired, Route, StartPlan
@@ -213,8 +214,12 @@ class Coordinator:
         healthy = {node_id: node for node_id, node in self.state.nodes.items() if node.healthy}
         # the router decides on the call being asked for, not on the previous one
         expected = asked.expected_input_tokens if event.expected_input_tokens is None else event.expected_input_tokens
-        session = replace(asked, expected_input_tokens=expected, prompt_block_runs=event.prompt_block_runs)
-        session = _with_agent_step(session, event)
+        session = replace(
+            asked,
+            expected_input_tokens=expected,
+            prompt_block_runs=event.prompt_block_runs,
+            **_agent_step(asked, event),
+        )
         if session.phase is Phase.IN_LLM:
             route_to = session.node
         elif session.phase in (Phase.IN_TOOL, Phase.CLOSED):
@@ -466,9 +471,12 @@ def _without_load(node: Node) -> Node:
     return replace(node, version=0, running=0, waiting=0, kv_usage=0.0, preemptions=0)
 
 
-def _with_agent_step(session: Session, event: Acquire) -> Session:
-    """What an acquire says about the agent's step, stored on the session for the listing and for later decisions
-    (read by none yet). A field the acquire leaves out keeps its value."""
-    step_id = session.step_id if event.step_id is None else event.step_id
-    tools = session.context.expected_next_tools if event.expected_next_tools is None else event.expected_next_tools
-    return replace(session, step_id=step_id, context=replace(session.context, expected_next_tools=tools))
+def _agent_step(session: Session, event: Acquire) -> dict[str, Any]:
+    """The session fields an acquire changes with what it says of the agent's step (stored for the listing and for
+    later decisions, read by none yet); a field the acquire leaves out keeps its value, and its context its object."""
+    changes: dict[str, Any] = {}
+    if event.step_id is not None:
+        changes["step_id"] = event.step_id
+    if event.expected_next_tools is not None:
+        changes["context"] = replace(session.context, expected_next_tools=event.expected_next_tools)
+    return changes

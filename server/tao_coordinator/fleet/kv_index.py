@@ -65,14 +65,8 @@ class NodeKvIndex:
         """Sessions holding at least one block here: the index keeps no key for any other."""
         return len(self._per_session)
 
-    def clear(self, rank: int | None = None) -> None:
-        """Forget every block (`rank` None) or the blocks of one data-parallel rank."""
-        if rank is None:
-            self.changed.update(self._per_session)
-            self._refs.clear()
-            self._owner.clear()
-            self._per_session.clear()
-            return
+    def clear(self, rank: int) -> None:
+        """Forget the blocks of one data-parallel rank."""
         for block in [block for block in self._refs if block[0] == rank]:
             del self._refs[block]
             owner = self._owner.pop(block, None)
@@ -80,7 +74,7 @@ class NodeKvIndex:
                 self._drop_one(owner)
 
     def tokens_of(self, session_id: str) -> int:
-        return max(0, self._per_session[session_id]) * self.block_size
+        return self._per_session[session_id] * self.block_size
 
     def take_changed(self) -> dict[str, int]:
         changed = {session: self.tokens_of(session) for session in self.changed}

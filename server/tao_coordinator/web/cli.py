@@ -7,11 +7,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tao_sdk.listening import cannot_listen, listen
+
 from ..config import ConfigError, load_config
 from ..core.policies import POLICIES
 from ..logs import configure
 from .app import create_app
-from .serve import listen, serve
+from .serve import serve
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,8 +68,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         sock = listen(config.server.host, config.server.port)
     except OSError as error:
-        where = f"{config.server.host}:{config.server.port}"
-        print(f"tao coordinator: cannot listen on {where}: {error.strerror or error}", file=sys.stderr)
+        print(cannot_listen("tao coordinator", config.server.host, config.server.port, error), file=sys.stderr)
         return 1
     configure(config.server.log_format)
     serve(create_app(config), config.server, sock)

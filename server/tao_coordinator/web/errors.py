@@ -9,11 +9,13 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 from pydantic import ValidationError
 
+from tao_sdk import protocol
 from tao_sdk.hints import PROGRAM_PATTERN
 from tao_sdk.ids import SESSION_ID_PATTERN, SESSION_ID_RULE
 
 from ..core.errors import CoreError, IllegalTransition, InvalidEvent, UnknownNode, UnknownSession
-from .service import SessionGone
+from .keys import SERVICE
+from .service import CoordinatorService, SessionGone
 
 log = logging.getLogger("tao.coordinator")
 
@@ -62,11 +64,30 @@ def status_of(error: Exception) -> tuple[int, str, str | None]:
     raise error
 
 
-def json_error(status: int, message: str, field: str | None = None) -> web.Response:
-    body: dict[str, str] = {"error": message}
-    if field is not None:
-        body["field"] = field
-    return web.json_response(body, status=status)
+def json_error(
+    status: int,
+    message: str,
+    field: str | None = None,
+    *,
+    code: str | None = None,
+    session: protocol.SessionView | None = None,
+) -> web.Response:
+    body = protocol.ErrorBody(error=message, field=field, code=code, session=session)
+    return web.json_response(body.model_dump(mode="json", exclude_none=True), status=status)
+
+
+def session_view(service: CoordinatorService, session_id: str) -> protocol.SessionView | None:
+    """The coordinator's view of a session, sent with every 409 about it so the client can converge on it
+    (`tao_sdk/convergence.py`): the coordinator is the judge of a session's phase."""
+    session = service.coordinator.state.sessions.get(session_id)
+    if session is None:
+        return None
+    return protocol.SessionView(
+        phase=session.phase.name.lower(),
+        node=session.node,
+        running_calls=[tool.call_id for tool in session.tools],
+        llm_calls=session.llm_calls,
+    )
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -80,6 +101,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if error.status < 400:
             raise
         return json_error(error.status, error.reason or "error")
+    except IllegalTransition as error:
+        return json_error(409, str(error), session=session_view(request.app[SERVICE], error.session_id))
     except (RequestError, CoreError, SessionGone) as error:
         response = json_error(*status_of(error))
         if response.status == 408:

@@ -6,20 +6,16 @@ a rejected request never changes state. Errors are raised, and turned into JSON 
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Awaitable, Callable
-
 from aiohttp import web
 from pydantic import BaseModel
 
 from tao_sdk import protocol
 
 from ..core import model
-from ..core.errors import IllegalTransition
 from ..core.events import Close, Heartbeat, LlmEnd, Register, ToolEnd, ToolStart
 from .auth import require_api, require_session
 from .body import read_body
-from .errors import RequestError
+from .errors import RequestError, json_error
 from .keys import SERVICE
 from .limits import check_tool_start
 from .service import CoordinatorService
@@ -89,52 +85,23 @@ async def post_session(request: web.Request) -> web.Response:
     return _json(register(_service(request), body), status=201)
 
 
-SessionHandler = Callable[[web.Request], Awaitable[web.Response]]
-
-
-def answers_conflicts_with_the_view(handler: SessionHandler) -> SessionHandler:
-    """A 409 (the event is not allowed in the session's phase) carries the coordinator's view of the session, so the
-    client can converge on it (`tao_sdk/router.py`): the coordinator is the judge of a session's phase."""
-
-    @functools.wraps(handler)
-    async def answer(request: web.Request) -> web.Response:
-        try:
-            return await handler(request)
-        except IllegalTransition as error:
-            session = _service(request).coordinator.state.sessions.get(error.session_id)
-            view = None
-            if session is not None:
-                calls = [tool.call_id for tool in session.tools]
-                phase = session.phase.name.lower()
-                view = protocol.SessionView(
-                    phase=phase, node=session.node, running_calls=calls, llm_calls=session.llm_calls
-                )
-            body = protocol.ErrorBody(error=str(error), session=view)
-            return web.json_response(body.model_dump(mode="json", exclude_none=True), status=409)
-
-    return answer
-
-
 def no_healthy_node(service: CoordinatorService) -> bool:
     """Every node of the fleet has been observed, and none is healthy: no acquire can be served until one is."""
     nodes = service.coordinator.state.nodes
     return set(nodes) >= set(service.nodes) and not any(node.healthy for node in nodes.values())
 
 
-@answers_conflicts_with_the_view
 async def post_acquire(request: web.Request) -> web.Response:
     service, session_id = _service(request), _session_id(request)
     require_session(request, session_id)
     body = await read_body(request, protocol.AcquireRequest, required=False)
     if no_healthy_node(service):
         # at once rather than after a long poll: the client routes on its own and says so (`tao_sdk/router.py`)
-        down = protocol.ErrorBody(error="no node of the fleet is healthy", code=protocol.NO_HEALTHY_NODE)
-        return web.json_response(down.model_dump(mode="json", exclude_none=True), status=503)
+        return json_error(503, "no node of the fleet is healthy", code=protocol.NO_HEALTHY_NODE)
     answer = await service.acquire(session_id, body)
     return _json(answer, status=200 if answer.status == "admitted" else 202)
 
 
-@answers_conflicts_with_the_view
 async def post_llm_end(request: web.Request) -> web.Response:
     service, session_id = _service(request), _session_id(request)
     require_session(request, session_id)
@@ -143,7 +110,6 @@ async def post_llm_end(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
-@answers_conflicts_with_the_view
 async def post_tool_start(request: web.Request) -> web.Response:
     service, session_id = _service(request), _session_id(request)
     require_session(request, session_id)
@@ -152,7 +118,6 @@ async def post_tool_start(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
-@answers_conflicts_with_the_view
 async def post_tool_end(request: web.Request) -> web.Response:
     service, session_id = _service(request), _session_id(request)
     require_session(request, session_id)

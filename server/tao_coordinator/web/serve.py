@@ -17,12 +17,13 @@ from typing import Any
 
 from aiohttp import web
 
+from tao_sdk.listening import BACKLOG
+
 from ..config import ServerConfig
 
 MAX_HEADERS = 32
 MAX_FIELD_BYTES = 4096
 LINGER_S = 1.0
-BACKLOG = 128
 
 
 def runner(app: web.Application, config: ServerConfig, **options: Any) -> web.AppRunner:
@@ -35,19 +36,6 @@ def runner(app: web.Application, config: ServerConfig, **options: Any) -> web.Ap
         lingering_time=LINGER_S,
         **options,
     )
-
-
-def listen(host: str, port: int) -> socket.socket:
-    """A socket listening on (host, port); raises OSError (address in use, unknown host) before anything starts."""
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(BACKLOG)
-    except OSError:
-        sock.close()
-        raise
-    return sock
 
 
 class _Refused(asyncio.Protocol):
