@@ -5,6 +5,7 @@ simulator and the real-time fake vLLM server. See docs/simulator-node.md for the
 """
 
 from .counters import NodeCounters
+from .cpu_tier import CpuTier, cpu_blocks_from_gib, with_cpu_tier
 from .engine import NodeEngine, RequestRejected
 from .events import (
     AllBlocksCleared,
@@ -35,6 +36,7 @@ __all__ = [
     "AllBlocksCleared",
     "BlockRemoved",
     "BlockStored",
+    "CpuTier",
     "FinishReason",
     "Finished",
     "FirstToken",
@@ -51,7 +53,9 @@ __all__ = [
     "StepTimeModel",
     "UnknownProfile",
     "cacheable_blocks",
+    "cpu_blocks_from_gib",
     "gpu_blocks_from_memory",
     "profile_by_name",
     "profile_from_mapping",
+    "with_cpu_tier",
 ]

@@ -7,6 +7,8 @@ only shrink and nothing finishes before its last step, so admission stays imposs
 exactly what the step-by-step scheduler would produce. Its length is the largest k such that
 * no request finishes before step k (k = the fewest remaining output tokens), and
 * the blocks needed by steps 1…k fit in the free pool — the step after that may preempt, so it is scheduled singly.
+With a CPU tier, no request may have a failed store offer to retry (vLLM retries at every step it schedules), and
+the engine cuts the stretch at the next load completion.
 
 Step j lasts base + slope·(j − 1) (`DecodeStretchClock`); the driver applies the steps that end by a given time, and
 cuts the stretch after its in-flight step when something new (an arrival that heads the queue, an abort) must be
@@ -75,6 +77,8 @@ def plan_decode_stretch(state: NodeState, model: StepTimeModel, start: float) ->
         return None
     if not all(request.is_decoding for request in running) or _can_admit(state, batch):
         return None
+    if state.offload is not None and state.offload.has_pending_offer(running):
+        return None
     finish_limit = min(request.remaining_outputs for request in running)
     steps = _steps_within_free_blocks(running, state.pool.free_blocks, state.block_size, finish_limit)
     if steps == 0:
@@ -84,10 +88,14 @@ def plan_decode_stretch(state: NodeState, model: StepTimeModel, start: float) ->
 
 
 def _can_admit(state: NodeState, batch: int) -> bool:
-    head = state.waiting.peek()
-    if head is None or batch >= state.profile.max_num_seqs or batch >= state.profile.max_num_batched_tokens:
+    if batch >= state.profile.max_num_seqs or batch >= state.profile.max_num_batched_tokens:
         return False
-    return state.admission_match(head) is not None
+    if state.offload is not None and state.offload.loaded:
+        return state.resumable(state.offload.loaded[0])
+    head = state.waiting.peek()
+    if head is None:
+        return False
+    return state.admission_match(head) is not None  # a deferred head lets the next one try: not a stretch
 
 
 def _steps_within_free_blocks(running: list[LiveRequest], free: int, block_size: int, cap: int) -> int:

@@ -17,8 +17,14 @@ Drivers:
 Events are buffered by every call that moves time (`submit`, `abort`, `reset_prefix_cache` advance first) and
 handed out by `advance`, in time order; `next_event_time()` is `now` while any are buffered.
 
+CPU tier: a request whose CPU→GPU load is in flight holds its blocks but runs nothing. Load completions are seen at
+step boundaries (vLLM polls transfers at the end of every step): a decode stretch is cut at the first step ending
+at or after the next completion, and when nothing can run until a load ends, the engine waits for it
+(`next_event_time()` is then that completion).
+
 Invariants: `_clock ≤ _now`; a plan (one scheduled step, or a decode stretch) exists only while there is work, and
-its first step started at `_clock`; pending aborts name running requests of the plan in flight.
+its first step started at `_clock`; pending aborts name running requests of the plan in flight; loads that ended by
+`_clock` have been completed whenever no plan is in flight.
 """
 
 from __future__ import annotations
@@ -113,7 +119,8 @@ class NodeEngine:
         if self._plan is None:
             if not self._state.has_work():
                 return None
-            self._start_plan()
+            if not self._start_plan():
+                return self._now if self._events else self._load_wake()
         if isinstance(self._plan, DecodeStretch):
             return self._plan.final_end
         assert self._plan is not None
@@ -133,13 +140,19 @@ class NodeEngine:
             self._events.append(self._state.abort(request, self._now))
         return True
 
-    def reset_prefix_cache(self, now: float) -> bool:
-        """Drop every cached block and emit AllBlocksCleared; refused (False) while any request holds blocks."""
+    def reset_prefix_cache(self, now: float, *, reset_external: bool = False) -> bool:
+        """Drop every cached GPU block and emit AllBlocksCleared; refused (False) while any request holds blocks.
+
+        `reset_external` (vLLM's `/reset_prefix_cache?reset_external=true`) also empties the CPU tier, even when the
+        GPU reset is refused, and emits nothing for it (vLLM publishes no CPU events on a connector reset).
+        """
         self._advance_to(now)
-        if not self._state.pool.reset():
-            return False
-        self._events.extend(self._state.kv.cleared(self._now))
-        return True
+        done = self._state.pool.reset()
+        if done:
+            self._events.extend(self._state.kv.cleared(self._now))
+        if reset_external and self._state.offload is not None:
+            self._state.offload.reset()
+        return done
 
     def generated_tokens(self, request_id: str) -> int:
         """Output tokens a live request has produced so far (for progressive streaming)."""
@@ -158,12 +171,25 @@ class NodeEngine:
     def counters(self) -> NodeCounters:
         return snapshot(self._state)
 
+    def cpu_block_runs(self) -> list[BlockRun]:
+        """The ids in this node's CPU tier right now (empty without a tier)."""
+        offload = self._state.offload
+        return [] if offload is None else offload.pool.runs()
+
     def check_invariants(self) -> None:
-        """Assert the block pool's and the requests' invariants (O(state); for tests and debugging)."""
-        self._state.pool.check_invariants()
-        held = sum(r.held_blocks for r in self._state.running)
-        assert held >= self._state.pool.used_blocks, "requests hold fewer blocks than the pool has in use"
-        assert all(r.held_blocks == 0 for r in self._state.requests.values() if r not in self._state.running)
+        """Assert the block pools' and the requests' invariants (O(state); for tests and debugging)."""
+        state = self._state
+        state.pool.check_invariants()
+        holding = list(state.running)
+        if state.offload is not None:
+            state.offload.check_invariants()
+            holding += [*state.offload.loading, *state.offload.loaded]
+        assert len(holding) == len(set(holding)), "a request is in two places"
+        assert len(holding) + len(state.waiting) == len(state.requests), "a live request is lost or duplicated"
+        held = sum(r.held_blocks for r in holding)
+        assert held >= state.pool.used_blocks, "requests hold fewer blocks than the pool has in use"
+        holders = set(holding)
+        assert all(r.held_blocks == 0 for r in state.requests.values() if r not in holders)
 
     def _validate(self, request: NodeRequest) -> None:
         profile = self._state.profile
@@ -197,22 +223,47 @@ class NodeEngine:
         self._now = until
         while True:
             if self._plan is None:
+                self._state.complete_loads(self._clock)
                 if not self._state.has_work():
                     self._clock = until
                     return
                 if self._clock >= until:
                     return
-                self._start_plan()
+                if not self._start_plan():
+                    wake = self._load_wake()
+                    if wake is None or wake > until:
+                        self._clock = until
+                        return
+                    self._clock = wake
+                    continue
             if not self._consume_plan(until):
                 return
 
-    def _start_plan(self) -> None:
-        stretch = plan_decode_stretch(self._state, self._model, self._clock) if self._closed_form else None
+    def _load_wake(self) -> float | None:
+        offload = self._state.offload
+        return None if offload is None else offload.next_completion
+
+    def _start_plan(self) -> bool:
+        """Plan the next step(s) from `_clock`; False when nothing can run before a load ends (or a request comes)."""
+        state = self._state
+        stretch = plan_decode_stretch(state, self._model, self._clock) if self._closed_form else None
         if stretch is not None:
+            wake = self._load_wake()
+            if wake is not None:  # stop at the first step boundary that sees the load done
+                steps = stretch.clock.steps_within(wake - self._clock, stretch.remaining)
+                if steps == 0 or stretch.end_of(steps) < wake:
+                    steps += 1
+                stretch.remaining = min(stretch.remaining, steps)
             self._plan = stretch
-        else:
-            step = schedule_step(self._state, self._model)
-            self._plan = _StepInFlight(self._clock + step.duration, step)
+            return True
+        step = schedule_step(state, self._model)
+        if state.offload is not None:
+            state.offload.launch(self._clock + step.duration)
+        if not step.work and not step.preempted:  # only loads admitted, or nothing: no forward pass
+            self._events.extend(complete_step(state, step, self._clock))
+            return False
+        self._plan = _StepInFlight(self._clock + step.duration, step)
+        return True
 
     def _consume_plan(self, until: float) -> bool:
         """Apply the plan's steps that end by `until`; True when the plan is used up."""

@@ -7,6 +7,11 @@ KV events are logical and cheap: block ids come as runs `(first, count)`. vLLM's
 (and the token ids of stored blocks); expanding runs into those lists is the consumer's job. A `BlockStored` covers
 blocks `first_block_index …` of one request's sequence (prompt then generated tokens), so a consumer that knows the
 tokens can recover them as tokens [first_block_index·block_size, (first_block_index + n)·block_size).
+
+`medium` is vLLM's string: "GPU" for the prefix cache in HBM, "CPU" for the offloading tier's pool. The two tiers
+report independently (a block may be stored on both; a GPU removal says nothing of the CPU copy). A CPU
+`BlockStored` carries the same logical fields; vLLM's default CPU payload (`self_describing_kv_events` off) drops
+the parent hash, token ids and block size (block_size 0, one event per block) — that is the serialiser's job.
 """
 
 from __future__ import annotations
@@ -69,6 +74,7 @@ class BlockStored:
     request_id: str
     session_id: str | None
     first_block_index: int
+    medium: str = "GPU"
 
     @property
     def block_count(self) -> int:
@@ -77,10 +83,11 @@ class BlockStored:
 
 @dataclass(frozen=True, slots=True)
 class BlockRemoved:
-    """Cached blocks were evicted: their physical blocks were handed to a new allocation."""
+    """Cached blocks were evicted: their physical blocks (GPU) or chunks (CPU) were handed to a new allocation."""
 
     time: float
     block_runs: tuple[BlockRun, ...]
+    medium: str = "GPU"
 
 
 @dataclass(frozen=True, slots=True)

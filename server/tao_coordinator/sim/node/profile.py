@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from .cpu_tier import CpuTier, cpu_tier_from_mapping
+
 GIB = 1 << 30
 QWEN3_32B_KV_BYTES_PER_TOKEN = 2 * 64 * 8 * 128 * 2  # (K, V) × layers × KV heads × head dim × bf16 bytes
 
@@ -72,6 +74,8 @@ class NodeProfile:
     max_model_len: int | None = None
     """Longest prompt + output accepted; None means the whole KV capacity (vLLM refuses to start with more)."""
     notes: str = field(default="", compare=False)
+    cpu_tier: CpuTier | None = None
+    """The CPU KV tier (vLLM's --kv-offloading-size); None: no offloading."""
 
     def __post_init__(self) -> None:
         if self.num_gpu_blocks < 2:
@@ -171,6 +175,7 @@ def profile_from_mapping(name: str, table: Mapping[str, Any]) -> NodeProfile:
     The mapping holds the `NodeProfile` fields (`num_gpu_blocks`, `block_size`, …) and a `step` sub-table with the
     `StepCoefficients` fields. Instead of `num_gpu_blocks` it may give a `memory` sub-table with the keyword arguments
     of `gpu_blocks_from_memory` except `tp`, `block_size` and `kv_bytes_per_token`, which come from the profile.
+    A `cpu_tier` sub-table adds a CPU tier (`cpu_tier_from_mapping`: `num_blocks` or `cpu_kv_gib`, `link_bytes_per_s`).
     Unknown keys raise, so a typo never silently falls back to a default.
     """
     body = dict(table)
@@ -185,4 +190,9 @@ def profile_from_mapping(name: str, table: Mapping[str, Any]) -> NodeProfile:
             tp=step.tp,
             block_size=int(body.get("block_size", 16)),
         )
+    tier = body.pop("cpu_tier", None)
+    if tier is not None:
+        block_size = int(body.get("block_size", 16))
+        kv_bytes = step.kv_bytes_per_token
+        body["cpu_tier"] = cpu_tier_from_mapping(tier, block_size=block_size, kv_bytes_per_token=kv_bytes)
     return NodeProfile(name=name, step=step, **body)

@@ -20,6 +20,7 @@ class WaitingQueue(Protocol):
     def __len__(self) -> int: ...
     def add(self, request: LiveRequest) -> None: ...
     def requeue_preempted(self, request: LiveRequest) -> None: ...
+    def return_skipped(self, requests: list[LiveRequest]) -> None: ...
     def peek(self) -> LiveRequest | None: ...
     def pop(self) -> LiveRequest: ...
     def remove(self, request: LiveRequest) -> None: ...
@@ -37,6 +38,10 @@ class FcfsQueue:
 
     def requeue_preempted(self, request: LiveRequest) -> None:
         self._queue.appendleft(request)
+
+    def return_skipped(self, requests: list[LiveRequest]) -> None:
+        """Put back requests popped and skipped by one scheduling pass, at the front, in their order."""
+        self._queue.extendleft(reversed(requests))
 
     def peek(self) -> LiveRequest | None:
         return self._queue[0] if self._queue else None
@@ -60,6 +65,10 @@ class PriorityQueue:
 
     def requeue_preempted(self, request: LiveRequest) -> None:
         self.add(request)
+
+    def return_skipped(self, requests: list[LiveRequest]) -> None:
+        for request in requests:
+            self.add(request)
 
     def peek(self) -> LiveRequest | None:
         return self._heap[0][3] if self._heap else None

@@ -111,10 +111,14 @@ class LiveRequest:
         "arrival",
         "cached_tokens",
         "committed_blocks",
+        "cpu_offered",
+        "external_tokens",
+        "first_scheduled",
         "first_token_time",
         "generated",
         "held",
         "held_blocks",
+        "last_token_time",
         "num_computed",
         "num_tokens",
         "preemptions",
@@ -135,7 +139,13 @@ class LiveRequest:
         self.held_blocks = 0
         self.committed_blocks = 0
         self.cached_tokens: int | None = None
+        self.external_tokens = 0
+        """Of `cached_tokens`, those loaded from the CPU tier."""
+        self.cpu_offered = 0
+        """Blocks of the sequence already offered to the CPU tier since the last admission."""
+        self.first_scheduled: float | None = None
         self.first_token_time: float | None = None
+        self.last_token_time = 0.0
         self.preemptions = 0
 
     @property

@@ -8,6 +8,10 @@
    request is admitted only if blocks for its whole sequence fit now (`scheduler_reserve_full_isl`); the first that
    does not fit stops admission (head-of-line blocking). Admission takes the longest cached prefix (never the last
    token) and allocates blocks for the scheduled chunk only.
+   With a CPU tier: requests whose CPU→GPU load ended are scheduled first (the first that does not fit stops
+   admission); a queued request with a CPU hit after its GPU hit is admitted without compute — it takes its blocks
+   and starts its load (`offload.py`), using no token budget — and one whose CPU hit reaches a block in flight is
+   skipped this step and keeps its place.
 
 Blocks are allocated and full blocks committed (visible to later lookups, even in the same step) at scheduling time;
 tokens are accounted when the step ends (`complete_step`).
@@ -19,7 +23,7 @@ from dataclasses import dataclass, field
 
 from .events import NodeEvent, Preempted
 from .request import LiveRequest
-from .state import NodeState
+from .state import DEFERRED, Admission, NodeState
 from .step_time import StepTimeModel
 
 
@@ -70,19 +74,49 @@ def _pick_victim(state: NodeState) -> tuple[LiveRequest, int]:
 
 
 def _admit_waiting(state: NodeState, step: ScheduledStep, budget: int) -> None:
+    if state.offload is not None and state.offload.loaded:
+        resumed = _resume_loaded(state, step, budget)
+        if resumed is None:
+            return
+        budget = resumed
+    skipped: list[LiveRequest] = []
     while budget > 0 and len(state.running) < state.profile.max_num_seqs:
         request = state.waiting.peek()
         if request is None:
-            return
-        match = state.admission_match(request)
-        if match is None:
-            return
+            break
+        admission = state.admission_match(request)
+        if admission is None:
+            break
         state.waiting.pop()
-        state.admit(request, match)
+        if not isinstance(admission, Admission):
+            assert admission == DEFERRED
+            skipped.append(request)
+            continue
+        state.admit(request, admission)
+        if admission.load_blocks:
+            continue
         tokens = min(request.num_tokens - request.num_computed, budget)
         state.grow(request, tokens)
         step.work[request] = tokens
         budget -= tokens
+    if skipped:
+        state.waiting.return_skipped(skipped)
+
+
+def _resume_loaded(state: NodeState, step: ScheduledStep, budget: int) -> int | None:
+    """Schedule requests whose load ended; the budget left, or None if one did not fit (admission stops)."""
+    assert state.offload is not None
+    loaded = state.offload.loaded
+    while loaded and budget > 0 and len(state.running) < state.profile.max_num_seqs:
+        request = loaded[0]
+        if not state.resumable(request):
+            return None
+        state.resume(request)
+        tokens = min(request.num_tokens - request.num_computed, budget)
+        state.grow(request, tokens)
+        step.work[request] = tokens
+        budget -= tokens
+    return budget
 
 
 def _duration(step: ScheduledStep, model: StepTimeModel) -> float:
@@ -100,7 +134,12 @@ def _duration(step: ScheduledStep, model: StepTimeModel) -> float:
 def complete_step(state: NodeState, step: ScheduledStep, end: float) -> list[NodeEvent]:
     """Apply a scheduled step at its end time: preemption reports, KV events, then token milestones."""
     events: list[NodeEvent] = [Preempted(end, r.request_id, r.generated) for r in step.preempted]
+    if state.offload is not None:
+        state.offload.end_step()
     events.extend(state.kv.drain(end))
+    start = end - step.duration
     for request, tokens in step.work.items():
+        if request.first_scheduled is None:
+            request.first_scheduled = start
         events.extend(state.complete_tokens(request, tokens, end))
     return events

@@ -1,10 +1,12 @@
 """The mutable state of one node and the request-lifecycle operations the scheduler and the decode stretch share.
 
-Owns the block pool, the waiting queue, the running list (admission order), the live requests and the counters.
-Invariants between operations:
-* a live request is in exactly one of `waiting` and `running`; finished requests are forgotten;
+Owns the block pool, the waiting queue, the running list (admission order), the live requests, the CPU tier (if
+any) and the counters. Invariants between operations:
+* a live request is in exactly one of `waiting`, `running`, `offload.loading` (its CPU→GPU load is in flight) and
+  `offload.loaded` (load done, waiting to be scheduled ahead of the queue);
 * a running request holds ceil(slots / block_size) blocks for the slots scheduled so far, and has committed (indexed
-  or private) exactly its full blocks among them; a waiting request holds no block;
+  or private) exactly its full blocks among them; a waiting request holds no block; a loading request holds its
+  GPU hit (committed) and the blocks its load fills (committed when the load ends);
 * counters only grow (they mirror vLLM's Prometheus counters, §1.2).
 """
 
@@ -12,9 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..prompt import BlockRun
 from .block_pool import BlockPool, HeldRun, PrefixMatch
-from .events import AllBlocksCleared, BlockRemoved, BlockStored, Finished, FinishReason, FirstToken, KvEvent, NodeEvent
+from .events import Finished, FinishReason, FirstToken, NodeEvent
+from .kv_log import KvLog
+from .offload import Offload
 from .profile import NodeProfile
 from .queues import SchedulingPolicy, make_waiting_queue
 from .request import LiveRequest
@@ -24,59 +27,28 @@ from .request import LiveRequest
 class Tallies:
     prefix_cache_queries: int = 0
     prefix_cache_hits: int = 0
+    external_prefix_cache_queries: int = 0
+    external_prefix_cache_hits: int = 0
     num_preemptions: int = 0
     prompt_tokens: int = 0
+    prompt_tokens_local_hit: int = 0
+    prompt_tokens_external: int = 0
     generation_tokens: int = 0
     request_success: dict[str, int] = field(default_factory=lambda: {"stop": 0, "length": 0, "abort": 0})
+    request_prefill_seconds: float = 0.0
+    inter_token_seconds: float = 0.0
+    inter_tokens: int = 0
 
 
-_Stored = tuple[str, str | None, int, tuple[BlockRun, ...], int | None]
+@dataclass(frozen=True, slots=True)
+class Admission:
+    match: PrefixMatch
+    load_blocks: int = 0
+    """Blocks after the GPU hit to load from the CPU tier (0: none, the request is scheduled at once)."""
 
 
-class KvLog:
-    """KV-cache facts of the step being planned, in order; stamped with the step's end time when drained."""
-
-    def __init__(self, enabled: bool, block_size: int) -> None:
-        self.enabled = enabled
-        self._block_size = block_size
-        self._facts: list[_Stored | list[BlockRun]] = []
-
-    def stored(self, request: LiveRequest, first_index: int, pieces: list[HeldRun]) -> None:
-        if not self.enabled:
-            return
-        group: list[BlockRun] = []
-        index = group_index = first_index
-        for piece in [*pieces, HeldRun(0, 0, private=True)]:
-            if piece.private:
-                if group:
-                    parent = request.sequence.id_at(group_index - 1) if group_index else None
-                    self._facts.append((request.request_id, request.spec.session_id, group_index, tuple(group), parent))
-                group, group_index = [], index + piece.count
-            else:
-                group.append((piece.first, piece.count))
-            index += piece.count
-
-    def removed(self, runs: list[BlockRun]) -> None:
-        if not self.enabled or not runs:
-            return
-        if self._facts and isinstance(self._facts[-1], list):
-            self._facts[-1].extend(runs)
-        else:
-            self._facts.append(list(runs))
-
-    def drain(self, time: float) -> list[KvEvent]:
-        events: list[KvEvent] = []
-        for fact in self._facts:
-            if isinstance(fact, list):
-                events.append(BlockRemoved(time, tuple(fact)))
-            else:
-                request_id, session_id, first_index, runs, parent = fact
-                events.append(BlockStored(time, runs, parent, self._block_size, request_id, session_id, first_index))
-        self._facts.clear()
-        return events
-
-    def cleared(self, time: float) -> list[KvEvent]:
-        return [AllBlocksCleared(time)] if self.enabled else []
+DEFERRED = "deferred"
+"""An admission answer: the CPU hit reaches a block in flight; skip the request this step (vLLM's skip_request)."""
 
 
 class NodeState:
@@ -90,33 +62,87 @@ class NodeState:
         self.requests: dict[str, LiveRequest] = {}
         self.tallies = Tallies()
         self.kv = KvLog(kv_events, profile.block_size)
+        self.offload = None if profile.cpu_tier is None else Offload(profile.cpu_tier, profile)
 
     def has_work(self) -> bool:
-        return bool(self.running) or len(self.waiting) > 0
+        if self.running or len(self.waiting) > 0:
+            return True
+        return self.offload is not None and bool(self.offload.loading or self.offload.loaded)
 
     def blocks_needed(self, request: LiveRequest, new_tokens: int) -> int:
         return -(-(request.num_computed + new_tokens) // self.block_size) - request.held_blocks
 
-    def admission_match(self, request: LiveRequest) -> PrefixMatch | None:
-        """The prefix hit if the request's whole sequence can be allocated now (scheduler_reserve_full_isl)."""
-        limit = (request.num_tokens - 1) // self.block_size  # never hit the last token
+    def admission_match(self, request: LiveRequest) -> Admission | str | None:
+        """How the request would be admitted now, if its whole sequence fits (scheduler_reserve_full_isl); None if
+        it does not; DEFERRED if its CPU hit must wait for a transfer in flight."""
+        limit = (request.num_tokens - 1) // self.block_size  # never hit the last token on the GPU
         match = self.pool.match(request.sequence.slice(0, limit), limit)
+        load = 0
+        reserved = 0
+        if self.offload is not None:
+            found = self.offload.loadable(request, match.blocks)
+            if found is None:
+                return DEFERRED
+            load = found
+            if load:  # an async load holds its blocks without progress: leave room for the others (vLLM)
+                reserved = self.offload.reserved_blocks()
         full_blocks = -(-request.num_tokens // self.block_size)
-        if full_blocks - match.blocks + match.evictable > self.pool.free_blocks:
+        if full_blocks - match.blocks + match.evictable + reserved > self.pool.free_blocks:
             return None
-        return match
+        return Admission(match, load)
 
-    def admit(self, request: LiveRequest, match: PrefixMatch) -> None:
+    def resumable(self, request: LiveRequest) -> bool:
+        """Whether a request whose load ended can be scheduled now (its whole sequence fits)."""
+        return -(-request.num_tokens // self.block_size) - request.held_blocks <= self.pool.free_blocks
+
+    def admit(self, request: LiveRequest, admission: Admission) -> None:
+        """Take the GPU hit; run the request, or start its CPU load (it then waits in `offload.loading`)."""
+        match = admission.match
         hit_runs = list(request.sequence.slice(0, match.blocks))
         self.pool.acquire(hit_runs)
         request.add_held([HeldRun(first, count, private=False) for first, count in hit_runs])
         request.held_blocks = request.committed_blocks = match.blocks
-        request.num_computed = match.blocks * self.block_size
+        local = match.blocks * self.block_size
+        external = admission.load_blocks * self.block_size
+        request.num_computed = min(local + external, request.num_tokens - 1) if external else local
         if request.preemptions == 0:  # vLLM >= 0.11.1 leaves re-admissions out of the hit-rate counters
             self.tallies.prefix_cache_queries += request.num_tokens
-            self.tallies.prefix_cache_hits += request.num_computed
+            self.tallies.prefix_cache_hits += local
+            if self.offload is not None:
+                self.tallies.external_prefix_cache_queries += request.num_tokens - local
+                self.tallies.external_prefix_cache_hits += external
         if request.cached_tokens is None:
-            request.cached_tokens = request.num_computed
+            request.cached_tokens = local + external
+            request.external_tokens = external
+        request.cpu_offered = 0
+        if not external:
+            self.running.append(request)
+            return
+        assert self.offload is not None
+        self.kv.removed(self.pool.allocate(admission.load_blocks))
+        request.held_blocks += admission.load_blocks
+        request.cpu_offered = match.blocks + admission.load_blocks  # loaded blocks are never offered back
+        self.offload.start_load(request, match.blocks, admission.load_blocks)
+
+    def complete_loads(self, now: float) -> None:
+        """Loads that ended by `now`: their blocks join the GPU prefix cache, their requests become schedulable."""
+        if self.offload is None or not self.offload.loads or self.offload.loads[0].end > now:
+            return
+        for job in self.offload.pop_completed(now):
+            request = job.request
+            if request is None:
+                continue
+            end = job.first_block + job.blocks
+            previous = request.last_indexed_id() if job.first_block else None
+            pieces = self.pool.commit(request.sequence.slice(job.first_block, end), previous)
+            request.add_held(pieces)
+            self.kv.stored(request, job.first_block, pieces)
+            request.committed_blocks = end
+            self.offload.loaded.append(request)
+
+    def resume(self, request: LiveRequest) -> None:
+        assert self.offload is not None
+        self.offload.loaded.popleft()
         self.running.append(request)
 
     def grow(self, request: LiveRequest, new_tokens: int) -> None:
@@ -125,6 +151,12 @@ class NodeState:
         full_blocks = min(slots, request.num_tokens) // self.block_size
         if full_blocks > request.committed_blocks or slots > request.held_blocks * self.block_size:
             self.extend_table(request, slots, full_blocks)
+        if self.offload is not None:
+            offer = self.offload.offer(request, slots)
+            if offer is not None:
+                first_index, offered, stored, evicted = offer
+                self.kv.cpu_removed(evicted)
+                self.kv.cpu_stored(request, first_index, offered, stored)
 
     def extend_table(self, request: LiveRequest, slots: int, full_blocks: int) -> None:
         missing = -(-slots // self.block_size) - request.held_blocks
@@ -158,8 +190,12 @@ class NodeState:
         events: list[NodeEvent] = []
         if request.first_token_time is None:
             request.first_token_time = end
-            self.tallies.prompt_tokens += request.spec.prompt.tokens
+            self._count_prompt(request, end)
             events.append(FirstToken(end, request.request_id, end - request.arrival))
+        else:
+            self.tallies.inter_token_seconds += end - request.last_token_time
+            self.tallies.inter_tokens += 1
+        request.last_token_time = end
         if request.remaining_outputs == 0:
             self.running.remove(request)
             events.append(self.finish(request, end, request.spec.finish_reason))
@@ -171,21 +207,34 @@ class NodeState:
         request.num_tokens += steps
         request.generated += steps
         self.tallies.generation_tokens += steps
+        self.tallies.inter_token_seconds += end - request.last_token_time
+        self.tallies.inter_tokens += steps
+        request.last_token_time = end
         if request.remaining_outputs > 0:
             return []
         self.running.remove(request)
         return [self.finish(request, end, request.spec.finish_reason)]
 
+    def _count_prompt(self, request: LiveRequest, first_token: float) -> None:
+        tallies = self.tallies
+        tallies.prompt_tokens += request.spec.prompt.tokens
+        tallies.prompt_tokens_local_hit += (request.cached_tokens or 0) - request.external_tokens
+        tallies.prompt_tokens_external += request.external_tokens
+        if request.first_scheduled is not None:
+            tallies.request_prefill_seconds += first_token - request.first_scheduled
+
     def abort(self, request: LiveRequest, time: float) -> Finished:
         if request in self.running:
             self.running.remove(request)
-        else:
+        elif self.offload is None or not self.offload.forget(request):
             self.waiting.remove(request)
         return self.finish(request, time, "abort")
 
     def finish(self, request: LiveRequest, time: float, reason: FinishReason) -> Finished:
         """Forget a request that left `running`/`waiting`: free its blocks, count it, report it."""
         self.pool.release(*request.drop_blocks())
+        if self.offload is not None:
+            self.offload.on_finish(request)
         del self.requests[request.request_id]
         self.tallies.request_success[reason] += 1
         return Finished(
