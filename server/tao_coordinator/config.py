@@ -91,6 +91,9 @@ class NodeConfig(_Section):
     dp_size: int = Field(default=1, ge=1, le=256)
     """Data-parallel ranks behind `url` (vLLM `--data-parallel-size`): rank r publishes KV events on the
     `kv_events` (and `kv_events_replay`) port + r, and each is subscribed to."""
+    tensor_parallel_size: int = Field(default=1, ge=1, le=1024)
+    """vLLM `--tensor-parallel-size` of the node: its `kv_offload_load_time` sums the TP workers' parallel copies,
+    so the coordinator divides it by this to get the link time of a CPU→GPU load."""
 
     @model_validator(mode="after")
     def _ranks_need_ports(self) -> NodeConfig:

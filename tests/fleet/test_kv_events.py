@@ -77,15 +77,15 @@ def test_index_counts_a_sessions_resident_blocks_with_refcounts():
     index.apply(Stored((1, 2, 3), 16, "a"))
     index.apply(Stored((3, 4), 16, "b"))  # 3 is stored twice (computed concurrently): refcount 2, owner a
     assert (index.tokens_of("a"), index.tokens_of("b")) == (48, 16)
-    assert index.take_changed() == {"a": 48, "b": 16}
+    assert index.take_changed() == {("a", "GPU"): 48, ("b", "GPU"): 16}
     index.apply(Removed((3,)))
     assert index.tokens_of("a") == 48  # one physical copy of 3 is left
     index.apply(Removed((3, 1)))
     assert index.tokens_of("a") == 16
-    assert index.take_changed() == {"a": 16}
+    assert index.take_changed() == {("a", "GPU"): 16}
     index.apply(Removed((99,)))  # unknown hash: ignored
     index.apply(Cleared())
-    assert index.take_changed() == {"a": 0, "b": 0}
+    assert index.take_changed() == {("a", "GPU"): 0, ("b", "GPU"): 0}
 
 
 def test_index_keeps_no_key_for_a_session_whose_blocks_are_all_gone():
@@ -94,7 +94,7 @@ def test_index_keeps_no_key_for_a_session_whose_blocks_are_all_gone():
         index.apply(Stored((k,), 16, f"s-{k}"))
         index.apply(Removed((k,)))
     assert index.sessions() == 0
-    assert index.take_changed() == {f"s-{k}": 0 for k in range(1_000)}
+    assert index.take_changed() == {(f"s-{k}", "GPU"): 0 for k in range(1_000)}
     index.apply(Stored((1, 2), 16, "a"))
     index.apply(Removed((1,)))
     assert (index.sessions(), index.tokens_of("a"), index.tokens_of("gone")) == (1, 16, 0)
@@ -119,6 +119,21 @@ def test_each_data_parallel_rank_is_its_own_cache():
     assert index.tokens_of("a") == 16
     index.clear(1)
     assert (index.tokens_of("a"), index.sessions()) == (0, 0)
+
+
+def test_a_cpu_copy_belongs_to_the_session_that_owns_its_hash_in_hbm_and_outlives_the_hbm_copy():
+    index = NodeKvIndex()
+    index.apply(Stored((1, 2, 3), 16, "a"))
+    index.apply(Stored((2, 3), 0, None, "CPU"))  # 0.33's default offloading payload: no session, no block size
+    index.apply(Stored((7,), 0, None, "CPU"))  # a hash HBM never announced: nobody's
+    assert (index.tokens_of("a"), index.tokens_of("a", "CPU"), index.block_size) == (48, 32, 16)
+    index.apply(Removed((1, 2, 3)))  # evicted from HBM: the CPU copies stay
+    index.apply(Cleared())  # vLLM clears HBM only
+    assert (index.tokens_of("a"), index.tokens_of("a", "CPU")) == (0, 32)
+    index.apply(Removed((2,), "CPU"))
+    index.apply(Stored((9,), 16, "b", "STORAGE"))  # a tier below the CPU one: not tracked
+    assert (index.tokens_of("a", "CPU"), index.tokens_of("b"), index.tokens_of("b", "CPU")) == (16, 0, 0)
+    assert index.take_changed() == {("a", "GPU"): 0, ("a", "CPU"): 16}
 
 
 def test_rank_endpoints_follow_vllms_port_offset():

@@ -1,10 +1,19 @@
-"""Scraping a node that answers, but with something that is not vLLM's exposition: it counts as failing."""
+"""Scraping nodes: one that answers with something that is not vLLM's exposition counts as failing; a fake vLLM node
+with a CPU tier hands its counters, through the real poller, to the coordinator as a `NodeUpdate`."""
+
+import asyncio
+from dataclasses import asdict
 
 import aiohttp
+import pytest
 from aiohttp import web
 
-from tao_coordinator.config import FleetConfig, NodeConfig
+from tao_coordinator.config import CoordinatorConfig, FleetConfig, NodeConfig
+from tao_coordinator.core.events import NodeUpdate
+from tao_coordinator.fakevllm import FakeFleet, FakeNodeConfig
 from tao_coordinator.fleet.poller import NodeObservation, NodePoller
+from tao_coordinator.sim.node import NodeProfile, StepCoefficients
+from tao_coordinator.web.service import CoordinatorService
 
 
 async def test_a_node_answering_garbage_is_reported_unhealthy():
@@ -31,3 +40,55 @@ async def test_a_node_answering_garbage_is_reported_unhealthy():
         await runner.cleanup()
     assert [o.healthy for o in seen] == [False, False]
     assert poller.failures == 3
+
+
+async def test_a_cpu_tier_nodes_counters_reach_the_coordinator_as_a_node_update(tmp_path):
+    """A real fake node with a CPU tier and TP 2, the real poller and coordinator service: the NodeUpdate it feeds."""
+    step = StepCoefficients(tp=2, linear_floor_s=0.01, linear_per_token_s=0.0001)
+    profile = NodeProfile(name="tp2-cpu", step=step, num_gpu_blocks=40)
+    config = FakeNodeConfig(profile=profile, time_scale=50.0, cpu_kv_gib=0.16)
+    async with FakeFleet([config], kv_events=False) as fleet:
+        node = fleet.nodes[0]
+        async with aiohttp.ClientSession() as http:
+            texts = [f"[{tag}] " + " ".join(f"word{i % 97}" for i in range(120)) for tag in ("x1", "x2", "x3")]
+            for text in [*texts, texts[0]]:  # the first prompt's blocks leave HBM, then come back from the CPU
+                body = {
+                    "model": config.served_model_name,
+                    "max_tokens": 5,
+                    "messages": [{"role": "user", "content": text}],
+                }
+                async with http.post(node.openai_base_url + "/chat/completions", json=body) as response:
+                    assert response.status == 200
+            await asyncio.sleep(0.05)
+            truth = node.service.driver.engine.counters()
+            coordinator = CoordinatorConfig.model_validate(
+                {
+                    "server": {"token": "t" * 32, "state_dir": str(tmp_path)},
+                    "nodes": [{"name": "n", "url": node.url, "tensor_parallel_size": 2}],
+                }
+            )
+            service = CoordinatorService(coordinator)
+            fed: list[object] = []
+            feed = service.feed
+            service.feed = lambda event: fed.append(event) or feed(event)  # type: ignore[method-assign]
+            poller = NodePoller(coordinator.nodes[0], coordinator.fleet, http, service.observe_node)
+            await poller.scrape_once()
+            await service.stop()
+    update = fed[-1]
+    assert isinstance(update, NodeUpdate) and update.counters is not None
+    tier = node.service.profile.cpu_tier
+    assert tier is not None and update.cpu_capacity_tokens == tier.num_blocks * 16 == 640
+    loaded = truth.prompt_tokens_by_source["external_kv_transfer"]
+    assert loaded > 0
+    block_link_s = 16 * step.kv_bytes_per_token / 2 / tier.link_bytes_per_s  # one rank's slice on its own link
+    assert asdict(update.counters) == dict(
+        prefill_tokens_computed=truth.prompt_tokens_by_source["local_compute"],
+        prefill_seconds=pytest.approx(truth.request_prefill_seconds),
+        decode_tokens=truth.inter_tokens,
+        decode_seconds=pytest.approx(truth.inter_token_seconds),
+        generation_tokens=truth.generation_tokens,
+        offload_load_tokens=loaded,
+        offload_load_seconds=pytest.approx(loaded // 16 * block_link_s),
+        kv_fetch_waiting=0,
+    )
+    assert service.coordinator.state.nodes["n"].cpu_capacity_tokens == 640

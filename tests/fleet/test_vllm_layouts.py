@@ -1,6 +1,7 @@
 """vLLM's KV-event field layouts, held here as data per version, against our decoder and the fake's encoder.
 
-The layouts are those of `vllm/distributed/kv_events.py`: 0.23.0 (the last with `array_like=True` events: msgspec
+The layouts are those of `vllm/distributed/kv_events.py` (the CPU-tier payload: 0.33.0's
+`distributed/kv_transfer/kv_connector/v1/offloading/events.py`): 0.23.0 (the last with `array_like=True` events: msgspec
 then sends every field, so arrays have full length) and 0.33.0 (tagged maps, defaulted fields omitted when null).
 A field list changing upstream means a new entry here, not an edit of an old one.
 """
@@ -87,10 +88,10 @@ def test_offloaded_tiers_are_not_resident(version, medium):
             encode("BlockRemoved", {"block_hashes": [H1, H2], "medium": medium}, version),
         )
     )
-    assert offloaded[0] == Stored((H1, H2), 16, "s2" if session else None, gpu=False)
+    assert offloaded[0] == Stored((H1, H2), 16, "s2" if session else None, medium.upper())
     for event in offloaded:
         index.apply(event)
-    # the CPU copy stored under s2 and the CPU copies removed leave the GPU blocks and their owner as they were
+    # the CPU copies, stored (under the GPU owner s1) and removed again, leave the GPU blocks and their owner alone
     assert (index.tokens_of("s1"), index.tokens_of("s2")) == ((32, 0) if session else (0, 0))
 
 
@@ -110,3 +111,44 @@ def test_the_fake_sends_0_23_arrays_in_full_and_0_33_maps():
 
 # 0.33 fields without a default: always present in a map (omit_defaults only drops defaulted ones)
 REQUIRED_0_33 = {"parent_block_hash", "lora_id", "lora_name"}
+
+
+# vLLM 0.33.0's default CPU payload (`offloading/events.py:_placeholder_stored`, self_describing_kv_events off)
+CPU_PLACEHOLDER_0_33 = {
+    "block_hashes": [H2],
+    "parent_block_hash": None,
+    "token_ids": [],
+    "block_size": 0,
+    "lora_id": None,
+    "medium": "CPU",
+    "lora_name": None,
+    "group_idx": 0,
+}
+
+
+def test_the_fakes_cpu_tier_events_follow_the_0_33_placeholder_and_decode_as_cpu():
+    stored, removed = fake_wire.cpu_stored(H2), fake_wire.RemovedEvent([H2], "CPU")
+    maps = msgpack.unpackb(fake_wire.encode_batch(1.0, [stored, removed], "map"))[1]
+    full = map_event("BlockStored", CPU_PLACEHOLDER_0_33)
+    assert maps[0] == {k: v for k, v in full.items() if v is not None or k in REQUIRED_0_33}
+    assert list(maps[0]) == ["type", *(n for n in LAYOUTS["0.33.0"]["BlockStored"] if n in maps[0])]
+    assert maps[1] == {"type": "BlockRemoved", "block_hashes": [H2], "medium": "CPU", "group_idx": 0}
+    array = msgpack.unpackb(fake_wire.encode_batch(1.0, [stored, removed], "array"))[1]
+    assert array == [
+        array_event("BlockStored", CPU_PLACEHOLDER_0_33),
+        array_event("BlockRemoved", {"block_hashes": [H2], "medium": "CPU", "group_idx": 0}),
+    ]
+    for encoding in ("map", "array"):
+        decoded = decode_batch(fake_wire.encode_batch(1.0, [stored, removed], encoding))
+        assert decoded == [Stored((H2,), 0, None, "CPU"), Removed((H2,), "CPU")]
+
+
+def test_a_cpu_chunk_belongs_to_the_session_owning_its_hash_in_hbm():
+    gpu = fake_wire.StoredEvent([H1, H2], None, list(range(32)), 16, [None, None], "s1")
+    index = NodeKvIndex()
+    for event in decode_batch(fake_wire.encode_batch(1.0, [gpu, fake_wire.cpu_stored(H2)], "map")):
+        index.apply(event)
+    assert (index.tokens_of("s1", "GPU"), index.tokens_of("s1", "CPU")) == (32, 16)
+    for event in decode_batch(fake_wire.encode_batch(2.0, [fake_wire.RemovedEvent([H1, H2])], "map")):
+        index.apply(event)
+    assert (index.tokens_of("s1", "GPU"), index.tokens_of("s1", "CPU")) == (0, 16)

@@ -92,3 +92,21 @@ def test_data_parallel_hybrid_size_is_one_ranks_and_is_multiplied():
 def test_ranks_are_counted_from_the_running_gauge_when_cache_config_info_has_no_engine():
     text = EXPOSITION.replace('engine="0",num_gpu_blocks="17726"', 'engine="",num_gpu_blocks="35452"')
     assert parse_metrics(text).capacity_tokens == (35452 - 2) * 16
+
+
+def test_offload_counters_and_cpu_capacity_are_summed_over_ranks():
+    offload = "".join(
+        f'vllm:kv_offload_config_info{{cpu_blocks_per_chunk="2",cpu_kv_cache_size_bytes="1",'
+        f'cpu_kv_cache_size_tokens="None",cpu_num_chunks="100",engine="{r}",model_name="m"}} 1.0\n'
+        f'vllm:kv_offload_load_time_total{{engine="{r}",model_name="m"}} 0.5\n'
+        f'vllm:prompt_tokens_by_source_total{{engine="{r}",model_name="m",source="external_kv_transfer"}} 64.0\n'
+        f'vllm:prompt_tokens_by_source_total{{engine="{r}",model_name="m",source="local_compute"}} 10.0\n'
+        f'vllm:num_requests_kv_fetch_by_stage{{engine="{r}",model_name="m",stage="in_progress"}} 1.0\n'
+        f'vllm:num_requests_kv_fetch_by_stage{{engine="{r}",model_name="m",stage="completed_waiting"}} 5.0\n'
+        for r in range(2)
+    )
+    metrics = parse_metrics(dp_exposition(17726, "None") + offload)
+    assert metrics.cpu_capacity_tokens == 2 * 100 * 2 * 16  # chunks × blocks per chunk × block size, per rank
+    assert (metrics.prompt_loaded, metrics.prompt_computed, metrics.offload_load_seconds) == (128, 20, 1.0)
+    assert metrics.kv_fetch_waiting == 2
+    assert parse_metrics(EXPOSITION).cpu_capacity_tokens == 0

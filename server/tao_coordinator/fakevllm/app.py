@@ -89,7 +89,8 @@ async def kv_event_sources(request: web.Request) -> web.Response:
 
 
 async def reset_prefix_cache(request: web.Request) -> web.Response:
-    if not request.app[SERVICE].reset_prefix_cache():
+    reset_external = request.query.get("reset_external", "false").lower() == "true"
+    if not request.app[SERVICE].reset_prefix_cache(reset_external):
         raise BadRequest("Failed to reset prefix cache: some blocks are still in use by running requests")
     return web.Response(status=200)
 

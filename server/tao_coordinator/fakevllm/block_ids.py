@@ -7,9 +7,13 @@ one run through the node model.
 
 Invariants:
 * the map is a bijection between the hashes and ids it holds;
-* it holds exactly the ids that are cached on the node (between their BlockStored and BlockRemoved / clear) or named
-  by a live request (between `acquire` and `release`) — so it stays as small as the cache plus the requests in
-  flight, and an id that left it is never handed out again (ids only grow).
+* it holds exactly the ids that are cached on the node, in HBM (between their BlockStored and BlockRemoved / clear)
+  or in the CPU tier (between their CPU BlockStored and CPU BlockRemoved / `cpu_retain`), or named by a live request
+  (between `acquire` and `release`) — so it stays as small as the caches plus the requests in flight, and an id that
+  left it is never handed out again (ids only grow).
+
+Keeping CPU-resident ids is what lets a later request find a prefix that left HBM: it gets the same ids back, and
+the node model looks them up in its CPU pool.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ class BlockIdRegistry:
         self._hashes: dict[int, bytes] = {}
         self._refs: dict[int, int] = {}
         self._cached: set[int] = set()
+        self._cpu: set[int] = set()
         self._next_id = 0
 
     def __len__(self) -> int:
@@ -72,8 +77,26 @@ class BlockIdRegistry:
         for block_id in cached:
             self._forget_if_unused(block_id)
 
+    def cpu_stored(self, block_id: int) -> bytes:
+        """The node's CPU tier stored this block (it is named by a live request or cached in HBM); returns its hash."""
+        self._cpu.add(block_id)
+        return self._hashes[block_id]
+
+    def cpu_removed(self, block_id: int) -> bytes:
+        """The CPU tier evicted this block; returns its hash."""
+        block_hash = self._hashes[block_id]
+        self._cpu.discard(block_id)
+        self._forget_if_unused(block_id)
+        return block_hash
+
+    def cpu_retain(self, resident: set[int]) -> None:
+        """The CPU tier now holds only `resident` (after a reset that publishes no events)."""
+        dropped, self._cpu = self._cpu - resident, self._cpu & resident
+        for block_id in dropped:
+            self._forget_if_unused(block_id)
+
     def _forget_if_unused(self, block_id: int) -> None:
-        if block_id in self._refs or block_id in self._cached:
+        if block_id in self._refs or block_id in self._cached or block_id in self._cpu:
             return
         block_hash = self._hashes.pop(block_id)
         if self._ids.get(block_hash) == block_id:

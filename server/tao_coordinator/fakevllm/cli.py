@@ -2,7 +2,8 @@
 
     tao fake-vllm --port 8000 --profile h100-tp2 --time-scale 10 \\
         --kv-events-endpoint tcp://127.0.0.1:5557 --kv-events-replay-endpoint tcp://127.0.0.1:5558 \\
-        --kv-events-encoding map --policy script.json --served-model-name Qwen/Qwen3-32B
+        --kv-events-encoding map --policy script.json --served-model-name Qwen/Qwen3-32B \\
+        --cpu-kv-gib 64 --max-num-queued-reqs 256
 
 `--kv-events-endpoint` binds the PUB socket (add `--kv-events-connect` to connect it instead); vLLM's own
 `--kv-events-config '{"enable_kv_cache_events": true, "endpoint": ..., ...}'` is accepted too and then follows
@@ -56,6 +57,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--disable-prompt-tokens-details", action="store_true", help="omit cached_tokens from usage")
     parser.add_argument("--tick", type=float, default=0.02, help="engine loop tick in wall seconds while busy")
+    parser.add_argument(
+        "--cpu-kv-gib",
+        "--kv-offloading-size",
+        type=float,
+        help="GiB of host memory for a CPU KV tier (vLLM's native offloading); default: none",
+    )
+    parser.add_argument(
+        "--max-num-queued-reqs", type=int, help="unfinished requests beyond which new ones get 503 (default: no limit)"
+    )
 
 
 def _profile(args: argparse.Namespace) -> NodeProfile:
@@ -111,6 +121,8 @@ def build_config(args: argparse.Namespace) -> FakeNodeConfig:
         enable_prompt_tokens_details=not args.disable_prompt_tokens_details,
         strict_model_name=not args.accept_any_model,
         tick_seconds=args.tick,
+        cpu_kv_gib=args.cpu_kv_gib,
+        max_num_queued_reqs=args.max_num_queued_reqs,
     )
 
 
@@ -122,6 +134,8 @@ async def serve(config: FakeNodeConfig) -> None:
         loop.add_signal_handler(sig, stop.set)
     profile = node.service.profile
     events = f"; KV events on {node.kv_endpoint}" if node.kv_endpoint else ""
+    if profile.cpu_tier is not None:
+        events = f"; CPU tier of {profile.cpu_tier.num_blocks} blocks" + events
     print(
         f"fake vLLM {VLLM_VERSION} serving {config.served_model_name} on {node.url} "
         f"(profile {profile.name}, {profile.num_gpu_blocks} blocks, time scale {config.time_scale}){events}",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..sim.node import NodeProfile, SchedulingPolicy, profile_by_name
+from ..sim.node import NodeProfile, SchedulingPolicy, profile_by_name, with_cpu_tier
 from .kv_publisher import KvEventsConfig
 from .kv_wire import Encoding
 from .policy import Policy
@@ -34,12 +34,22 @@ class FakeNodeConfig:
     """Answer 404 for a model name other than the served one, as vLLM does."""
     tick_seconds: float = 0.02
     """Longest wall-time sleep of the engine loop while the engine is busy (streaming granularity)."""
+    cpu_kv_gib: float | None = None
+    """vLLM's --kv-offloading-size: GiB of host memory for a CPU KV tier (native offloading); None: no tier (or the
+    profile's own `cpu_tier`)."""
+    max_num_queued_reqs: int | None = None
+    """vLLM's --max-num-queued-reqs: unfinished requests (waiting + running) beyond which new ones get a 503."""
 
     def __post_init__(self) -> None:
         if not self.time_scale > 0 or self.time_scale == float("inf"):
             raise ValueError(f"time_scale: must be a positive finite number, got {self.time_scale!r}")
         if not self.tick_seconds > 0:
             raise ValueError(f"tick_seconds: must be positive, got {self.tick_seconds!r}")
+        if self.cpu_kv_gib is not None and not 0 < self.cpu_kv_gib < float("inf"):
+            raise ValueError(f"cpu_kv_gib: must be a positive finite number, got {self.cpu_kv_gib!r}")
+        if self.max_num_queued_reqs is not None and self.max_num_queued_reqs < 0:
+            raise ValueError(f"max_num_queued_reqs: must not be negative, got {self.max_num_queued_reqs!r}")
 
     def node_profile(self) -> NodeProfile:
-        return profile_by_name(self.profile) if isinstance(self.profile, str) else self.profile
+        profile = profile_by_name(self.profile) if isinstance(self.profile, str) else self.profile
+        return profile if self.cpu_kv_gib is None else with_cpu_tier(profile, self.cpu_kv_gib)

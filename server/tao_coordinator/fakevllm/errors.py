@@ -37,6 +37,8 @@ class ApiError(Exception):
     """An error answered to the client; `anthropic` selects the Anthropic envelope."""
 
     status = HTTPStatus.BAD_REQUEST
+    kind: str | None = None
+    """The OpenAI body's `type` when it is not the status's usual class name."""
 
     def __init__(self, message: str, param: str | None = None, *, anthropic: bool = False) -> None:
         super().__init__(message)
@@ -53,10 +55,25 @@ class ModelNotFound(ApiError):
     status = HTTPStatus.NOT_FOUND
 
 
-def openai_error_body(message: str, status: HTTPStatus, param: str | None = None) -> dict[str, object]:
-    return {
-        "error": {"message": message, "type": _TYPES.get(status, status.phrase), "param": param, "code": int(status)}
-    }
+class QueueFull(ApiError):
+    """vLLM's QueueOverflowError (--max-num-queued-reqs): a GracefulHTTPError, whose `type` is the status phrase."""
+
+    status = HTTPStatus.SERVICE_UNAVAILABLE
+    kind = HTTPStatus.SERVICE_UNAVAILABLE.phrase
+    MESSAGE = (
+        "The engine is currently busy and cannot accept new requests. "
+        "Please try again later or on a different instance."
+    )
+
+    def __init__(self, *, anthropic: bool = False) -> None:
+        super().__init__(self.MESSAGE, anthropic=anthropic)
+
+
+def openai_error_body(
+    message: str, status: HTTPStatus, param: str | None = None, kind: str | None = None
+) -> dict[str, object]:
+    kind = kind or _TYPES.get(status, status.phrase)
+    return {"error": {"message": message, "type": kind, "param": param, "code": int(status)}}
 
 
 def error_response(error: ApiError) -> web.Response:
@@ -66,7 +83,7 @@ def error_response(error: ApiError) -> web.Response:
         kind = _ANTHROPIC_TYPES.get(status, "api_error")
         body = {"type": "error", "error": {"type": kind, "message": error.message}}
     else:
-        body = openai_error_body(error.message, status, error.param)
+        body = openai_error_body(error.message, status, error.param, error.kind)
     return web.json_response(body, status=status, dumps=json.dumps)
 
 

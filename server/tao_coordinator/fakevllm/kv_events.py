@@ -6,8 +6,12 @@ request and the index of its first block, which locates the hashes and tokens; a
 hashes the registry still holds (they are cached until that very event).
 
 One wire batch per engine step, as vLLM publishes one per step that produced events: events of equal time form a
-batch, in the node's order. vLLM emits one `BlockRemoved` per evicted block and one `BlockStored` per stored run of a
-request; so does this translation. The registry is kept up to date whether or not anyone publishes the events.
+batch, in the node's order (GPU events first, then the CPU tier's, as the node and vLLM both order them). vLLM emits
+one `BlockRemoved` per evicted block and one `BlockStored` per stored run of a request; so does this translation.
+The CPU tier's events (medium "CPU") follow vLLM 0.33's default offloading payload: one `BlockStored` per chunk (one
+GPU block, `blocks_per_chunk` 1) with only the hash — the same hash the GPU events used for that block — and one
+`BlockRemoved` per eviction batch with every evicted chunk's hash. The registry is kept up to date whether or not
+anyone publishes the events.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from ..sim.node import AllBlocksCleared, BlockRemoved, BlockStored, NodeEvent
 from ..sim.prompt import BlockRun
 from .block_ids import BlockIdRegistry
 from .hashing import event_extra_keys, external
-from .kv_wire import ClearedEvent, RemovedEvent, StoredEvent, WireEvent
+from .kv_wire import MEDIUM_CPU, ClearedEvent, RemovedEvent, StoredEvent, WireEvent, cpu_stored
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +75,12 @@ class KvTranslator:
         return batches
 
     def _translate_one(self, event: NodeEvent) -> list[WireEvent]:
+        if isinstance(event, BlockStored) and event.medium == MEDIUM_CPU:
+            hashes = [self._registry.cpu_stored(block_id) for block_id in _ids(event.block_runs)]
+            return [cpu_stored(external(block_hash)) for block_hash in hashes] if self._wire else []
+        if isinstance(event, BlockRemoved) and event.medium == MEDIUM_CPU:
+            hashes = [self._registry.cpu_removed(block_id) for block_id in _ids(event.block_runs)]
+            return [RemovedEvent([external(h) for h in hashes], MEDIUM_CPU)] if self._wire and hashes else []
         if isinstance(event, BlockStored):
             return self._stored(event)
         if isinstance(event, BlockRemoved):

@@ -9,8 +9,11 @@ A batch is always the positional array `[ts, events, data_parallel_rank]`. Each 
   ignores `omit_defaults` on `array_like` structs (checked by encoding 0.23.0's structs). Fields newer than 0.23
   (`locality`, `ownership`, `session_id`, ...) did not exist there and are not sent.
 
-Constant field values are those of a plain dense model on GPU: `medium="GPU"`, `lora_id`/`lora_name` null,
-`group_idx=0`, `kv_cache_spec_kind="full_attention"`. Hashes are unsigned 64-bit ints.
+Constant field values are those of a plain dense model: `lora_id`/`lora_name` null, `group_idx=0`. A GPU event has
+`medium="GPU"` and `kv_cache_spec_kind="full_attention"`. A CPU-tier event is vLLM 0.33's default offloading payload
+(`self_describing_kv_events` off, `offloading/events.py:_placeholder_stored`): one `BlockStored` per chunk naming
+the hash of the chunk's last GPU block, parent null, no tokens, `block_size` 0, no extra keys, no spec kind, no
+session, `medium="CPU"`; `BlockRemoved` carries `medium="CPU"`. Hashes are unsigned 64-bit ints.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import msgspec
 Encoding = Literal["map", "array"]
 ENCODINGS: tuple[Encoding, ...] = ("map", "array")
 MEDIUM_GPU = "GPU"
+MEDIUM_CPU = "CPU"
 _encoder = msgspec.msgpack.Encoder()
 
 
@@ -33,13 +37,21 @@ class StoredEvent:
     parent_block_hash: int | None
     token_ids: list[int]
     block_size: int
-    extra_keys: list[tuple[str, ...] | None]
+    extra_keys: list[tuple[str, ...] | None] | None
     session_id: str | None
+    medium: str = MEDIUM_GPU
+    kv_cache_spec_kind: str | None = "full_attention"
+
+
+def cpu_stored(block_hash: int) -> StoredEvent:
+    """vLLM 0.33's placeholder `BlockStored` for one chunk stored in the CPU tier."""
+    return StoredEvent([block_hash], None, [], 0, None, None, MEDIUM_CPU, None)
 
 
 @dataclass(frozen=True, slots=True)
 class RemovedEvent:
     block_hashes: list[int]
+    medium: str = MEDIUM_GPU
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,11 +72,11 @@ def _stored_fields(event: StoredEvent) -> _Fields:
         ("token_ids", event.token_ids, False),
         ("block_size", event.block_size, False),
         ("lora_id", None, False),
-        ("medium", MEDIUM_GPU, False),
+        ("medium", event.medium, False),
         ("lora_name", None, False),
         ("extra_keys", event.extra_keys, True),
         ("group_idx", 0, True),
-        ("kv_cache_spec_kind", "full_attention", True),
+        ("kv_cache_spec_kind", event.kv_cache_spec_kind, True),
         ("kv_cache_spec_sliding_window", None, True),
         ("locality", None, True),
         ("ownership", None, True),
@@ -76,7 +88,7 @@ def _stored_fields(event: StoredEvent) -> _Fields:
 def _removed_fields(event: RemovedEvent) -> _Fields:
     return [
         ("block_hashes", event.block_hashes, False),
-        ("medium", MEDIUM_GPU, False),
+        ("medium", event.medium, False),
         ("group_idx", 0, True),
         ("locality", None, True),
         ("ownership", None, True),

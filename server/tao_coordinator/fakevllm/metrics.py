@@ -6,10 +6,13 @@ vLLM's global registry has, and `_created` series as a single-API-server vLLM sh
 
 Values move only when the engine does: gauges and counters are set from the node's counters snapshot after every
 engine advance (counters by the delta since the previous snapshot, so they never go down), and the per-request
-histograms are observed when a request finishes. Times are engine seconds: at `--time-scale 10` a TTFT of 2 s is
-0.2 s of wall time. Not exposed: `http_*` (FastAPI instrumentator), queue/prefill/inference-time and
-iteration-token histograms (the node model reports no per-step or scheduling milestones), LoRA, KV-connector and
-spec-decode series.
+histograms are observed when a request finishes, except two that follow the node's running sums: inter-token
+latency (each new interval observed at the mean of the advance's new intervals) and prefill time (each request
+that produced its first token in the advance observed at their mean, at its first token rather than at its finish).
+Times are engine seconds: at `--time-scale 10` a TTFT of 2 s is 0.2 s of wall time. Not exposed: `http_*` (FastAPI
+instrumentator), queue/inference-time and iteration-token histograms (the node model reports no per-step or
+scheduling milestones), LoRA and spec-decode series. With a CPU tier, the offloading connector's series are added
+(`offload_metrics.py`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from prometheus_client import (
 )
 
 from ..sim.node import Finished, NodeCounters, NodeProfile
+from .offload_metrics import OffloadMetrics
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _TTFT = (
@@ -58,6 +62,9 @@ _N = (1, 2, 5, 10, 20)
 _PREEMPTIONS = (1, 2, 3, 4, 5, 10, 20)
 _LABELS = ("model_name", "engine")
 FINISHED_REASONS = ("stop", "length", "abort", "error", "repetition")
+PROMPT_SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")
+CACHE_HIT_SOURCES = ("device", "host", "disk", "p2p", "external_unspecified")
+ADMISSION_REASONS = ("max_num_queued_reqs", "max_num_queued_tokens")
 
 
 def token_buckets(max_model_len: int) -> list[float]:
@@ -73,8 +80,10 @@ def token_buckets(max_model_len: int) -> list[float]:
         exponent *= 10 if mantissa == 0 else 1
 
 
-def cache_config_labels(profile: NodeProfile) -> dict[str, str]:
-    """CacheConfig as `str()` renderings; kv_cache_size_tokens is num_gpu_blocks × block_size, as vLLM reports it."""
+def cache_config_labels(profile: NodeProfile, kv_offloading_size: float | None = None) -> dict[str, str]:
+    """CacheConfig as `str()` renderings; kv_cache_size_tokens is num_gpu_blocks × block_size, as vLLM reports it.
+
+    `num_cpu_blocks` stays "None" with native offloading: vLLM 0.33 never sets it on that path."""
     size_tokens = profile.num_gpu_blocks * profile.block_size
     return {
         "block_size": str(profile.block_size),
@@ -87,6 +96,8 @@ def cache_config_labels(profile: NodeProfile) -> dict[str, str]:
         "kv_cache_max_concurrency": str(round(size_tokens / profile.model_len_limit, 2)),
         "kv_cache_memory_bytes": "None",
         "kv_cache_size_tokens": str(size_tokens),
+        "kv_offloading_backend": "native",
+        "kv_offloading_size": str(kv_offloading_size),
         "mamba_cache_dtype": "auto",
         "num_cpu_blocks": "None",
         "num_gpu_blocks": str(profile.num_gpu_blocks),
@@ -97,17 +108,21 @@ def cache_config_labels(profile: NodeProfile) -> dict[str, str]:
 
 
 class NodeMetrics:
-    def __init__(self, model_name: str, profile: NodeProfile, engine: str = "0") -> None:
+    def __init__(
+        self, model_name: str, profile: NodeProfile, kv_offloading_size: float | None = None, engine: str = "0"
+    ) -> None:
         self.registry = registry = CollectorRegistry()
         ProcessCollector(registry=registry)
         PlatformCollector(registry=registry)
         registry.register(GC_COLLECTOR)
         self._values = (model_name, engine)
         self._last: NodeCounters | None = None
-        self._build_gauges(registry, engine, profile)
+        self._build_gauges(registry, engine, profile, kv_offloading_size)
         self._build_counters(registry)
         self._build_latency_histograms(registry)
         self._build_token_histograms(registry, profile.model_len_limit)
+        tier = profile.cpu_tier
+        self.offload = None if tier is None else OffloadMetrics(registry, self._values, tier, profile)
 
     # Series exist from the start (zeros), as vLLM creates its labelled children at startup.
     def _gauge(self, name: str, doc: str, registry: CollectorRegistry, *extra: str) -> Gauge:
@@ -127,7 +142,9 @@ class NodeMetrics:
         histogram.labels(*self._values)
         return histogram
 
-    def _build_gauges(self, registry: CollectorRegistry, engine: str, profile: NodeProfile) -> None:
+    def _build_gauges(
+        self, registry: CollectorRegistry, engine: str, profile: NodeProfile, kv_offloading_size: float | None
+    ) -> None:
         self.running = self._gauge(
             "vllm:num_requests_running", "Number of requests in model execution batches.", registry
         )
@@ -144,7 +161,10 @@ class NodeMetrics:
         sleep = self._gauge("vllm:engine_sleep_state", "Engine sleep state.", registry, "sleep_state")
         for state, value in (("awake", 1), ("weights_offloaded", 0), ("discard_all", 0)):
             sleep.labels(*self._values, state).set(value)
-        labels = cache_config_labels(profile)
+        if kv_offloading_size is None and profile.cpu_tier is not None:  # a tier from a profile file, sized in blocks
+            block_bytes = -(-profile.block_size * profile.step.kv_bytes_per_token // 4096) * 4096
+            kv_offloading_size = profile.cpu_tier.num_blocks * block_bytes / (1 << 30)
+        labels = cache_config_labels(profile, kv_offloading_size)
         info = Gauge(
             "vllm:cache_config_info", "Information of the LLMEngine CacheConfig", (*labels, "engine"), registry=registry
         )
@@ -156,14 +176,43 @@ class NodeMetrics:
             "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", registry
         )
         self.hits = c("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", registry)
-        for kind in ("queries", "hits"):
-            c(f"vllm:external_prefix_cache_{kind}", f"External prefix cache {kind}, in tokens.", registry)
+        self.external_queries = c(
+            "vllm:external_prefix_cache_queries",
+            "External prefix cache queries from KV connector cross-instance cache sharing, in terms of number of "
+            "queried tokens.",
+            registry,
+        )
+        self.external_hits = c(
+            "vllm:external_prefix_cache_hits",
+            "External prefix cache hits from KV connector cross-instance cache sharing, in terms of number of cached "
+            "tokens.",
+            registry,
+        )
         self.preemptions = c("vllm:num_preemptions", "Cumulative number of preemption from the engine.", registry)
         self.prompt = c("vllm:prompt_tokens", "Number of prefill tokens processed.", registry)
         self.by_source = c("vllm:prompt_tokens_by_source", "Number of prompt tokens by source.", registry, "source")
-        for source in ("local_compute", "local_cache_hit", "external_kv_transfer"):
+        for source in PROMPT_SOURCES:
             self.by_source.labels(*self._values, source)
         self.cached = c("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).", registry)
+        self.cached_by_source = c(
+            "vllm:prompt_tokens_cached_by_source",
+            "Prefix-cache hit tokens by the cache tier that supplied them: device (local HBM), host (offloaded to "
+            "DRAM), disk, p2p (transferred from another vLLM instance) or external_unspecified. Counted at "
+            "admission; sums to vllm:prefix_cache_hits + vllm:external_prefix_cache_hits.",
+            registry,
+            "source",
+        )
+        for source in CACHE_HIT_SOURCES:
+            self.cached_by_source.labels(*self._values, source)
+        # vLLM labels this one without `engine`: admission is the API server's
+        self.rejections = Counter(
+            "vllm:admission_rejections",
+            "Number of admission attempts rejected by a queue limit, by reason.",
+            ("model_name", "reason"),
+            registry=registry,
+        )
+        for reason in ADMISSION_REASONS:
+            self.rejections.labels(self._values[0], reason)
         self.generation = c("vllm:generation_tokens", "Number of generation tokens processed.", registry)
         self.success = c(
             "vllm:request_success", "Count of successfully processed requests.", registry, "finished_reason"
@@ -185,6 +234,12 @@ class NodeMetrics:
         )
         self.e2e = h(
             "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", registry, _LATENCY
+        )
+        self.prefill = h(
+            "vllm:request_prefill_time_seconds",
+            "Histogram of time spent in PREFILL phase for request.",
+            registry,
+            _LATENCY,
         )
         self.decode = h(
             "vllm:request_decode_time_seconds",
@@ -218,8 +273,12 @@ class NodeMetrics:
             "vllm:request_num_preemptions", "Histogram of number of preemptions per request.", registry, _PREEMPTIONS
         )
 
-    def update(self, counters: NodeCounters) -> None:
-        """Refresh gauges and counters from a snapshot taken after an engine advance."""
+    def reject(self, reason: str) -> None:
+        self.rejections.labels(self._values[0], reason).inc()
+
+    def update(self, counters: NodeCounters, first_tokens: int = 0) -> None:
+        """Refresh gauges, counters and the running-sum histograms from a snapshot taken after an engine advance in
+        which `first_tokens` requests produced their first token."""
         values = self._values
         self.running.labels(*values).set(counters.num_requests_running)
         self.waiting.labels(*values).set(counters.num_requests_waiting)
@@ -233,18 +292,52 @@ class NodeMetrics:
             (self.preemptions, counters.num_preemptions, last.num_preemptions if last else 0),
             (self.prompt, counters.prompt_tokens, last.prompt_tokens if last else 0),
             (self.generation, counters.generation_tokens, last.generation_tokens if last else 0),
+            (
+                self.external_queries,
+                counters.external_prefix_cache_queries,
+                last.external_prefix_cache_queries if last else 0,
+            ),
+            (self.external_hits, counters.external_prefix_cache_hits, last.external_prefix_cache_hits if last else 0),
         ):
             counter.labels(*values).inc(max(0, now - before))
-        for reason, now_count in counters.request_success.items():
-            before_count = last.request_success.get(reason, 0) if last else 0
-            self.success.labels(*values, reason).inc(max(0, now_count - before_count))
+        for counter, now_map, before_map in (
+            (self.success, counters.request_success, last.request_success if last else {}),
+            (self.by_source, counters.prompt_tokens_by_source, last.prompt_tokens_by_source if last else {}),
+            (
+                self.cached_by_source,
+                counters.prompt_tokens_cached_by_source,
+                last.prompt_tokens_cached_by_source if last else {},
+            ),
+        ):
+            for label, now_count in now_map.items():
+                counter.labels(*values, label).inc(max(0, now_count - before_map.get(label, 0)))
+        cached = sum(counters.prompt_tokens_by_source.get(s, 0) for s in PROMPT_SOURCES[1:])
+        cached_before = sum(last.prompt_tokens_by_source.get(s, 0) for s in PROMPT_SOURCES[1:]) if last else 0
+        self.cached.labels(*values).inc(max(0, cached - cached_before))
+        self._observe_means(
+            self.itl,
+            counters.inter_tokens - (last.inter_tokens if last else 0),
+            counters.inter_token_seconds - (last.inter_token_seconds if last else 0.0),
+        )
+        self._observe_means(
+            self.prefill,
+            first_tokens,
+            counters.request_prefill_seconds - (last.request_prefill_seconds if last else 0.0),
+        )
+        if self.offload is not None:
+            self.offload.update(counters, last)
         self._last = counters
+
+    def _observe_means(self, histogram: Histogram, count: int, total: float) -> None:
+        if count <= 0:
+            return
+        child = histogram.labels(*self._values)
+        mean = max(0.0, total) / count
+        for _ in range(count):
+            child.observe(mean)
 
     def observe_finished(self, event: Finished, max_tokens: int) -> None:
         values = self._values
-        self.by_source.labels(*values, "local_cache_hit").inc(event.cached_tokens)
-        self.by_source.labels(*values, "local_compute").inc(event.prompt_tokens - event.cached_tokens)
-        self.cached.labels(*values).inc(event.cached_tokens)
         self.e2e.labels(*values).observe(event.e2e_latency)
         for histogram, value in (
             (self.prompt_hist, event.prompt_tokens),
@@ -262,11 +355,7 @@ class NodeMetrics:
         decode = event.time - event.first_token_time
         self.decode.labels(*values).observe(decode)
         if event.completion_tokens > 1:
-            per_token = decode / (event.completion_tokens - 1)
-            self.tpot.labels(*values).observe(per_token)
-            itl = self.itl.labels(*values)
-            for _ in range(event.completion_tokens - 1):
-                itl.observe(per_token)
+            self.tpot.labels(*values).observe(decode / (event.completion_tokens - 1))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -70,7 +70,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
     choice = shapes.completion_choice(generation.layout.reply.content, shapes.finish_reason(generation))
     payload = shapes.completion_body(generation, response_id, model, [choice])
     payload.update(service_tier=None, system_fingerprint=None, kv_transfer_params=None)
-    payload["usage"] = shapes.usage(generation, service.config.enable_prompt_tokens_details)
+    payload["usage"] = shapes.usage(generation, service.config.enable_prompt_tokens_details, route="completion")
     return web.json_response(payload, dumps=dumps, headers={"X-Request-Id": meta.request_id})
 
 
@@ -123,8 +123,9 @@ async def _stream(
 ) -> web.StreamResponse:
     response = await open_stream(request, generation.public_id)
     details = service.config.enable_prompt_tokens_details
-    frames = _Frames(generation, make, bool(options and options.continuous_usage_stats), details)
     chat = request.path.endswith("/chat/completions")
+    # vLLM's /v1/completions continuous-usage chunks carry no prompt_tokens_details
+    frames = _Frames(generation, make, bool(options and options.continuous_usage_stats), details and chat)
     try:
         async for before, now in generation.progress():
             role = [frames.role()] if chat and before == 0 and now > 0 else []
@@ -132,7 +133,8 @@ async def _stream(
         if options is not None and options.include_usage:
             final = make({}, None, 0)
             final.pop("kv_transfer_params", None)
-            final.update(choices=[], usage=shapes.usage(generation, details))
+            route: shapes.UsageRoute = "chat" if chat else "completion-stream"
+            final.update(choices=[], usage=shapes.usage(generation, details, route=route))
             await response.write(sse_data(final))
         await response.write(DONE)
     except (ConnectionError, asyncio.CancelledError):

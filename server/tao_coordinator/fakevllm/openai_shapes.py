@@ -9,14 +9,22 @@ convention: the first fragment of a call has `index`, `id`, `type` and `function
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from .reply import Progress, ReplyLayout
 from .service import Generation
 
+UsageRoute = Literal["chat", "completion", "completion-stream"]
 
-def usage(generation: Generation, details: bool, completion: int | None = None) -> dict[str, Any]:
-    """`usage` after `completion` output tokens (default: all so far); cached-token details once finished."""
+
+def usage(
+    generation: Generation, details: bool, completion: int | None = None, *, route: UsageRoute = "chat"
+) -> dict[str, Any]:
+    """`usage` after `completion` output tokens (default: all so far); cached-token details once finished.
+
+    vLLM 0.33 fills `created_cache_tokens` on chat only: `/v1/completions` builds its details with `cached_tokens`
+    alone, so its JSON body shows `created_cache_tokens` and `multimodal_tokens` as null (`model_dump()`), and its
+    stream's usage chunk drops them (`exclude_none=True`)."""
     finished = generation.finished
     if completion is None:
         completion = finished.completion_tokens if finished is not None else generation.ticket.generated
@@ -26,10 +34,12 @@ def usage(generation: Generation, details: bool, completion: int | None = None) 
         "completion_tokens": completion,
     }
     if details and finished is not None and completion == finished.completion_tokens:
-        body["prompt_tokens_details"] = {
-            "cached_tokens": finished.cached_tokens,
-            "created_cache_tokens": created_cache_tokens(generation),
-        }
+        prompt_details: dict[str, Any] = {"cached_tokens": finished.cached_tokens}
+        if route == "chat":
+            prompt_details["created_cache_tokens"] = created_cache_tokens(generation)
+        elif route == "completion":
+            prompt_details.update(created_cache_tokens=None, multimodal_tokens=None)
+        body["prompt_tokens_details"] = prompt_details
     return body
 
 

@@ -1,6 +1,8 @@
 """One fake node's state behind its HTTP routes: the engine in real time, block ids, KV events, metrics, policy.
 
-`NodeService.generate` is the single way a request enters the node: it checks the context length as vLLM does,
+`NodeService.generate` is the single way a request enters the node: it applies vLLM's admission limit
+(`--max-num-queued-reqs`: unfinished requests, checked before anything else, 503 beyond it), checks the context
+length as vLLM does,
 lays out the reply, hashes every cacheable block of prompt + reply, names the blocks with registry ids, registers
 the sequence for KV-event translation and submits the request to the engine. The listener it gives the engine
 driver publishes KV batches, observes finished requests in the metrics and releases their block ids.
@@ -16,13 +18,13 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
-from ..sim.node import Finished, NodeEngine, NodeEvent, NodeRequest, RequestRejected, cacheable_blocks
+from ..sim.node import Finished, FirstToken, NodeEngine, NodeEvent, NodeRequest, RequestRejected, cacheable_blocks
 from ..sim.prompt import Prompt, runs_from_ids
 from .block_ids import BlockIdRegistry
 from .clock import ScaledClock
 from .config import FakeNodeConfig
 from .driver import EngineDriver, Ticket
-from .errors import BadRequest
+from .errors import BadRequest, QueueFull
 from .hashing import block_hashes
 from .kv_events import KvTranslator, SequenceRecord
 from .kv_publisher import KvEventPublisher
@@ -101,8 +103,9 @@ class NodeService:
         self.registry = BlockIdRegistry()
         self.publisher = KvEventPublisher(config.kv_events) if config.kv_events is not None else None
         self._kv = KvTranslator(self.registry, self.profile.block_size, wire=self.publisher is not None)
-        self.metrics = NodeMetrics(config.served_model_name, self.profile)
+        self.metrics = NodeMetrics(config.served_model_name, self.profile, config.cpu_kv_gib)
         self._max_tokens: dict[str, int] = {}
+        self._cpu_reset = False
         self._ids = itertools.count()
         self.started = time.time()
 
@@ -121,6 +124,10 @@ class NodeService:
             await self.publisher.close()
 
     def generate(self, spec: GenerationSpec) -> Generation:
+        limit = self.config.max_num_queued_reqs
+        if limit is not None and self.driver.in_flight + 1 > limit:
+            self.metrics.reject("max_num_queued_reqs")
+            raise QueueFull()
         prompt = len(spec.prompt_tokens)
         if not prompt:
             raise BadRequest("The prompt cannot be empty.", param="prompt")
@@ -143,8 +150,10 @@ class NodeService:
     def abort(self, generation: Generation) -> None:
         self.driver.abort(generation.engine_id)
 
-    def reset_prefix_cache(self) -> bool:
-        done = self.driver.engine.reset_prefix_cache(self.clock.now())
+    def reset_prefix_cache(self, reset_external: bool = False) -> bool:
+        """vLLM's /reset_prefix_cache; `reset_external` also empties the CPU tier (which publishes no events)."""
+        done = self.driver.engine.reset_prefix_cache(self.clock.now(), reset_external=reset_external)
+        self._cpu_reset = self._cpu_reset or reset_external
         self.driver.poke()
         return done
 
@@ -175,8 +184,13 @@ class NodeService:
                 self.publisher.publish(payload)
         else:
             self._kv.translate(events)
+        if self._cpu_reset:
+            self._cpu_reset = False
+            runs = self.driver.engine.cpu_block_runs()
+            self.registry.cpu_retain({block for first, count in runs for block in range(first, first + count)})
         for event in events:
             if isinstance(event, Finished):
                 self.metrics.observe_finished(event, self._max_tokens.pop(event.request_id, 0))
                 self._kv.forget(event.request_id)
-        self.metrics.update(self.driver.engine.counters())
+        first_tokens = sum(isinstance(event, FirstToken) for event in events)
+        self.metrics.update(self.driver.engine.counters(), first_tokens)

@@ -7,9 +7,10 @@ block_size, lora_id, medium, …]`, always full length on a real node — 12 ele
 accepted, extra fields ignored. Hashes may be ints (the default) or 32-byte strings; both become Python ints.
 
 `medium` says which tier an event is about (`"GPU"`, `"CPU"`, `"STORAGE"`; vllm/distributed/kv_events.py): with an
-offloading connector the CPU and storage tiers publish on the same stream. Only GPU blocks are resident for the
-coordinator, so `Stored`/`Removed` carry `gpu`, true for medium `"GPU"` and for a missing or null medium (older
-versions, and 0.33's own GPU events never leave it null).
+offloading connector the CPU and storage tiers publish on the same stream, so `Stored`/`Removed` carry it,
+upper-cased, `"GPU"` for a missing or null one (older versions; 0.33's own GPU events never leave it null). A CPU
+`BlockStored` of 0.33's default offloading payload names one hash per chunk (its last GPU block's), with no session,
+parent, tokens or block size (`block_size` 0, read here as "unknown").
 """
 
 from __future__ import annotations
@@ -29,14 +30,23 @@ class KvWireError(ValueError):
 class Stored:
     hashes: tuple[int, ...]
     block_size: int
+    """0 when the event does not say (CPU-tier events of 0.33's default offloading payload)."""
     session_id: str | None
-    gpu: bool = True
+    medium: str = "GPU"
+
+    @property
+    def gpu(self) -> bool:
+        return self.medium == MEDIUM_GPU
 
 
 @dataclass(frozen=True, slots=True)
 class Removed:
     hashes: tuple[int, ...]
-    gpu: bool = True
+    medium: str = "GPU"
+
+    @property
+    def gpu(self) -> bool:
+        return self.medium == MEDIUM_GPU
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,12 +100,13 @@ def _event(raw: Any) -> KvEvent | None:
     if tag == "BlockStored":
         session = fields.get("session_id")
         session = session if isinstance(session, str) and session else None
-        block_size = int(fields.get("block_size") or 16)
-        if block_size < 1:
-            raise KvWireError(f"block_size must be positive, got {block_size}")
-        return Stored(_hashes(fields.get("block_hashes")), block_size, session, _on_gpu(fields.get("medium")))
+        raw_size = fields.get("block_size")
+        block_size = 16 if raw_size is None else int(raw_size)
+        if block_size < 0:
+            raise KvWireError(f"block_size must not be negative, got {block_size}")
+        return Stored(_hashes(fields.get("block_hashes")), block_size, session, _medium(fields.get("medium")))
     if tag == "BlockRemoved":
-        return Removed(_hashes(fields.get("block_hashes")), _on_gpu(fields.get("medium")))
+        return Removed(_hashes(fields.get("block_hashes")), _medium(fields.get("medium")))
     if tag == "AllBlocksCleared":
         return Cleared()
     return None
@@ -107,9 +118,9 @@ def _hashes(raw: Any) -> tuple[int, ...]:
     return tuple(h if isinstance(h, int) else int.from_bytes(h, "big") for h in raw)
 
 
-def _on_gpu(medium: Any) -> bool:
+def _medium(medium: Any) -> str:
     if medium is None:
-        return True
+        return MEDIUM_GPU
     if not isinstance(medium, str):
         raise KvWireError(f"medium is not a string: {medium!r}")
-    return medium.upper() == MEDIUM_GPU
+    return medium.upper()

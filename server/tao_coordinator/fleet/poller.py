@@ -3,6 +3,8 @@
 A node is reported unhealthy after `unhealthy_after` consecutive failures (no answer, an answer other than 200 from
 `/health`, or unparseable metrics) and healthy again at the first success. The prefix hit rate is the ratio of the
 hit and query counter increments since the previous scrape (unchanged when no request arrived in between).
+The scrape's cumulative counters travel as the core's `EngineCounters`; the CPU→GPU load time is divided by the
+node's `tensor_parallel_size`, since vLLM sums the copy times of its TP workers, which copy their slices in parallel.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 import aiohttp
 
 from ..config import FleetConfig, NodeConfig
+from ..core.events import EngineCounters
 from .vllm_metrics import NodeMetrics, parse_metrics
 
 log = logging.getLogger("tao.fleet")
@@ -32,6 +35,9 @@ class NodeObservation:
     kv_usage: float = 0.0
     preemptions: float = 0.0
     """`vllm:num_preemptions_total` as scraped (a counter: it only grows while the node runs)."""
+    cpu_capacity_tokens: int = 0
+    """KV tokens the node's CPU offloading pool holds (0: no tier)."""
+    counters: EngineCounters | None = None
 
 
 class NodePoller:
@@ -77,7 +83,21 @@ class NodePoller:
                 waiting=metrics.waiting,
                 kv_usage=min(1.0, max(0.0, metrics.kv_usage)),
                 preemptions=metrics.preemptions,
+                cpu_capacity_tokens=metrics.cpu_capacity_tokens,
+                counters=self._counters(metrics),
             )
+        )
+
+    def _counters(self, metrics: NodeMetrics) -> EngineCounters:
+        return EngineCounters(
+            prefill_tokens_computed=max(0, int(metrics.prompt_computed)),
+            prefill_seconds=max(0.0, metrics.prefill_seconds),
+            decode_tokens=max(0, int(metrics.decode_tokens)),
+            decode_seconds=max(0.0, metrics.decode_seconds),
+            generation_tokens=max(0, int(metrics.generation_tokens)),
+            offload_load_tokens=max(0, int(metrics.prompt_loaded)),
+            offload_load_seconds=max(0.0, metrics.offload_load_seconds) / self.node.tensor_parallel_size,
+            kv_fetch_waiting=metrics.kv_fetch_waiting,
         )
 
     async def _scrape(self) -> NodeMetrics:

@@ -286,6 +286,8 @@ class CoordinatorService:
                 observation.waiting,
                 observation.kv_usage,
                 int(observation.preemptions),
+                cpu_capacity_tokens=observation.cpu_capacity_tokens,
+                counters=observation.counters,
             )
         )
 
@@ -293,9 +295,9 @@ class CoordinatorService:
         while True:
             await asyncio.sleep(self.config.fleet.kv_flush_interval_s)
             for node, index in self._kv_indexes.items():
-                for session_id, tokens in index.take_changed().items():
+                for (session_id, tier), tokens in index.take_changed().items():
                     if session_id in self.coordinator.state.sessions:
-                        self.feed(CacheResidency(node, session_id, tokens))
+                        self.feed(CacheResidency(node, session_id, tokens, tier))
 
 
 def acquire_event(session_id: str, request: protocol.AcquireRequest) -> Acquire:
