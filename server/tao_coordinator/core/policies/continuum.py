@@ -26,6 +26,9 @@ Tool names: the preview parses the tool from the reply (the first word of its on
 v1 text format) and finds none in tool-calling harnesses (Claude Code, OpenCode) — so it pins only for sessions whose
 harness is in `text_harnesses` and tools that are real commands (not a `<placeholder>`). The mean is the running mean
 of (next request − previous answer) per tool over all jobs. Deterministic.
+
+Tiers: the preview reads none. Pins hold blocks in the GPU KV cache manager and need is counted in GPU blocks; it
+consumes no KV events, so an offloading tier below HBM changes only what the engine does with unpinned blocks.
 """
 
 from __future__ import annotations

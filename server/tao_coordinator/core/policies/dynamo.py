@@ -4,18 +4,31 @@ Source: `reference/routers-and-baselines.md` §1.1–§1.2 and the pseudo-code o
 `lib/kv-router/src/scheduling/selector/default.rs` @ a4bdb9b / 07a6c9c, defaults from `config.rs` @ 0243c51):
 
     raw_prefill_blocks[w] = (active_prefill_tokens[w] + ISL) / block_size
-    cost[w] = prefill_load_scale · max(raw_prefill_blocks[w] − overlap_score_credit · overlap_blocks[w], 0)
+    credit[w] = overlap_score_credit · device_blocks[w] + host_cache_hit_weight · host_blocks[w]
+              + disk_cache_hit_weight · disk_blocks[w]
+    cost[w] = prefill_load_scale · max(raw_prefill_blocks[w] − credit[w], 0)
             + decode_blocks[w]          # the worker's active blocks (shared ones once) + this request's new blocks
     T = 0: argmin cost, ties uniformly at random;  T > 0: p ∝ exp(−(c − c_min) / ((c_max − c_min) · T))
 
-Defaults: overlap_score_credit 1.0, prefill_load_scale 1.0, router_temperature 0 (the softmax picker is the
-`temperature` option, e.g. `dynamo[temperature=0.5]`), credit decay 0, decode_active_request_weight 0, no busy
-thresholds, no session affinity. The router queue (`router_queue_threshold`) is off: `config.rs` @ 0243c51 sets
-16.0, the configuration doc @ 057096c says disabled by default; a router that holds requests would also need a
-dequeue loop this per-request interface does not have. Host/disk tiers do not exist in the simulated fleet.
+Defaults: overlap_score_credit 1.0, prefill_load_scale 1.0, host_cache_hit_weight 0.75, disk_cache_hit_weight 0.25,
+router_temperature 0 (the softmax picker is the `temperature` option, e.g. `dynamo[temperature=0.5]`), credit decay
+0, shared_cache_multiplier 0, decode_active_request_weight 0, no busy thresholds, no session affinity. The router
+queue (`router_queue_threshold`) is off: `config.rs` @ 0243c51 sets 16.0, the configuration doc @ 057096c says
+disabled by default; a router that holds requests would also need a dequeue loop this per-request interface does not
+have.
 
-Signals, as Dynamo sees them with KV events on (its default): `overlap_blocks[w]` = leading blocks of the prompt in
-w's cache, from an index fed by every `KvCacheEvent` (stored/removed/cleared); active load from its own slot
+Tiers (§1.5–§1.6; `lib/kv-router/src/indexer/lower_tier_indexers.rs` `query_lower_tiers`, `protocols.rs`
+`StorageTier::from_kv_medium`, `ai-dynamo/dynamo` @ 1783f72): an event's `medium` names its tier — `GPU`/`DEVICE` the
+device; `CPU`, `CPU_PINNED`, `CPU_TIER1` host; `CPU_TIER2`, `DISK`, `NVME`, `STORAGE` disk; `EXTERNAL`, `NETWORK`,
+`REMOTE`, `SHARED` external; any other string the device (`from_kv_medium_or_default`); `AllBlocksCleared` clears
+the device tier only. Each tier has its own index, so a CPU `BlockRemoved` leaves the device index alone. The walk
+is a continuation: `device_blocks` = leading prompt blocks on the device, `host_blocks` = the blocks held on host
+that follow them, `disk_blocks` = the disk, then external, blocks after those (both weighted by the disk weight). A
+block on the device and on host counts once, as a device block. The load tracker books the prompt minus the
+effective cached tokens, `round((device + 0.75·host + 0.25·disk) · block_size)` (`cache_hit_estimates`).
+
+Signals, as Dynamo sees them with KV events on (its default): the overlaps above, from indexes fed by every
+`KvCacheEvent` (stored/removed/cleared); active load from its own slot
 tracker — a call adds its uncached prompt tokens to `active_prefill_tokens` at dispatch and removes them at its first
 token (`LlmFirstToken`), and holds its blocks in `decode_blocks` until `LlmEnd`. Random draws come from a
 `random.Random(seed)`, so a seed gives the same choices.
@@ -42,11 +55,32 @@ class _Active:
     prefill_tokens: int
 
 
+DEVICE, HOST, DISK, EXTERNAL = "device", "host_pinned", "disk", "external"
+LOWER_TIERS = (HOST, DISK, EXTERNAL)
+"""Walked in this order after the device (`lower_tier_query_order`)."""
+_TIERS = {
+    **dict.fromkeys(("GPU", "DEVICE"), DEVICE),
+    **dict.fromkeys(("CPU", "CPU_PINNED", "CPU_TIER1"), HOST),
+    **dict.fromkeys(("CPU_TIER2", "DISK", "NVME", "STORAGE"), DISK),
+    **dict.fromkeys(("EXTERNAL", "NETWORK", "REMOTE", "SHARED"), EXTERNAL),
+}
+
+
+def storage_tier(medium: str) -> str:
+    """`StorageTier::from_kv_medium_or_default`: exact, case-sensitive names; unknown media count as the device."""
+    return _TIERS.get(medium, DEVICE)
+
+
 def worker_cost(
-    raw_prefill_blocks: float, overlap_blocks: float, decode_blocks: float, credit: float = 1.0, scale: float = 1.0
+    raw_prefill_blocks: float,
+    overlap_blocks: float,
+    decode_blocks: float,
+    credit: float = 1.0,
+    scale: float = 1.0,
+    lower_credit: float = 0.0,
 ) -> float:
-    """Dynamo's `worker_logit` with one storage tier and no optional terms."""
-    return scale * max(raw_prefill_blocks - credit * overlap_blocks, 0.0) + decode_blocks
+    """Dynamo's `worker_logit` without optional terms; `lower_credit` is the weighted host and disk blocks."""
+    return scale * max(raw_prefill_blocks - credit * overlap_blocks - lower_credit, 0.0) + decode_blocks
 
 
 def pick(costs: Sequence[float], temperature: float, rng: random.Random) -> int:
@@ -80,32 +114,55 @@ class DynamoPolicy:
         overlap_score_credit: float = 1.0,
         prefill_load_scale: float = 1.0,
         temperature: float = 0.0,
+        host_cache_hit_weight: float = 0.75,
+        disk_cache_hit_weight: float = 0.25,
         seed: int = 0,
     ) -> None:
         self.credit = overlap_score_credit
         self.scale = prefill_load_scale
+        self.weights = {HOST: host_cache_hit_weight, DISK: disk_cache_hit_weight, EXTERNAL: disk_cache_hit_weight}
         self.temperature = temperature
         self.rng = random.Random(seed)
         self.index: dict[NodeId, RunSet] = {}
+        """The device tier's index per node."""
+        self.lower: dict[NodeId, dict[str, RunSet]] = {}
+        """Host, disk and external indexes per node, created when a node first reports that tier."""
         self.active: dict[NodeId, dict[SessionId, _Active]] = {}
 
     def plan(self, snapshot: Snapshot) -> Plan:
         return Plan(())
 
-    def costs(self, session: Session, nodes: Sequence[Node]) -> list[tuple[float, int]]:
-        """Per node: the cost of sending this call there, and the blocks of the prompt cached there."""
+    def overlaps(self, node_id: NodeId, runs: tuple[BlockRun, ...]) -> dict[str, int]:
+        """Blocks of the prompt per tier, each tier continuing where the previous one stopped (`query_lower_tiers`)."""
+        device = self.index[node_id].prefix(runs) if node_id in self.index else 0
+        result = {DEVICE: device, HOST: 0, DISK: 0, EXTERNAL: 0}
+        lower = self.lower.get(node_id, {})
+        reached = device
+        for tier in LOWER_TIERS:
+            if tier in lower:
+                result[tier] = lower[tier].prefix(skip(runs, reached))
+                reached += result[tier]
+        return result
+
+    def lower_credit(self, overlaps: Mapping[str, int]) -> float:
+        return sum(self.weights[tier] * overlaps[tier] for tier in LOWER_TIERS)
+
+    def costs(self, session: Session, nodes: Sequence[Node]) -> list[tuple[float, float]]:
+        """Per node: the cost of sending this call there, and its effective cached blocks (lower tiers weighted)."""
         runs = session.prompt_block_runs
         isl = session.expected_input_tokens or session.context_tokens
         result = []
         for node in nodes:
             active = self.active.get(node.id, {})
-            overlap = self.index[node.id].prefix(runs) if node.id in self.index else 0
+            overlaps = self.overlaps(node.id, runs)
+            overlap, lower = overlaps[DEVICE], self.lower_credit(overlaps)
             raw_prefill = (sum(a.prefill_tokens for a in active.values()) + isl) / node.block_size
             blocks = -(-isl // node.block_size)
             named = [a.runs for a in active.values()]
             unnamed = sum(a.blocks - _count(a.runs) for a in active.values()) + blocks - _count(runs)
             decode = union_size([*named, runs]) + unnamed
-            result.append((worker_cost(raw_prefill, overlap, decode, self.credit, self.scale), overlap))
+            cost = worker_cost(raw_prefill, overlap, decode, self.credit, self.scale, lower)
+            result.append((cost, overlap + lower))
         return result
 
     def route(self, session: Session, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
@@ -116,7 +173,7 @@ class DynamoPolicy:
         chosen = ordered[pick([cost for cost, _ in scored], self.temperature, self.rng)]
         overlap = scored[ordered.index(chosen)][1]
         isl = session.expected_input_tokens or session.context_tokens
-        uncached = max(0, isl - overlap * chosen.block_size)
+        uncached = max(0, isl - round(overlap * chosen.block_size))
         blocks = -(-isl // chosen.block_size)
         self._forget(session.id)
         self.active.setdefault(chosen.id, {})[session.id] = _Active(session.prompt_block_runs, blocks, uncached)
@@ -124,7 +181,11 @@ class DynamoPolicy:
 
     def observe(self, event: Event, now: float) -> None:
         if isinstance(event, KvCacheEvent):
-            index = self.index.setdefault(event.node_id, RunSet())
+            tier = storage_tier(event.medium)
+            if tier == DEVICE:
+                index = self.index.setdefault(event.node_id, RunSet())
+            else:
+                index = self.lower.setdefault(event.node_id, {}).setdefault(tier, RunSet())
             if event.cleared:
                 index.clear()
             index.discard(event.removed)
@@ -143,3 +204,15 @@ class DynamoPolicy:
 
 def _count(runs: tuple[BlockRun, ...]) -> int:
     return sum(count for _, count in runs)
+
+
+def skip(runs: tuple[BlockRun, ...], blocks: int) -> tuple[BlockRun, ...]:
+    """The sequence `runs` without its first `blocks` ids."""
+    kept: list[BlockRun] = []
+    for first, count in runs:
+        if blocks >= count:
+            blocks -= count
+            continue
+        kept.append((first + blocks, count - blocks))
+        blocks = 0
+    return tuple(kept)

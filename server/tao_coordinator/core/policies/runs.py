@@ -74,6 +74,21 @@ class RunSet:
                 position += step
         return matched
 
+    def held(self, runs: Iterable[BlockRun]) -> list[tuple[int, int]]:
+        """The positions `[start, end)` of the sequence `runs` whose ids are in the set, in order."""
+        spans: list[tuple[int, int]] = []
+        offset = 0
+        for first, count in runs:
+            stop = first + count
+            k = max(0, bisect_right(self._starts, first) - 1)
+            while k < len(self._starts) and self._starts[k] < stop:
+                low, high = max(self._starts[k], first), min(self._ends[self._starts[k]], stop)
+                if low < high:
+                    spans.append((offset + low - first, offset + high - first))
+                k += 1
+            offset += count
+        return spans
+
     def stamp_at(self, block_id: int) -> int | None:
         k = bisect_right(self._starts, block_id) - 1
         if k < 0 or self._ends[self._starts[k]] <= block_id:

@@ -24,6 +24,9 @@ announced prompt of the call it is making (the code estimates it from the reques
 num_gpu_blocks × block_size. Placements carry weight 0: the policy's own budget decides, not TAO's footprint check.
 The 5-s tick runs at the coordinator's periodic plans (`plan_interval_s`); between ticks a plan only places new
 programs, pauses marked ones whose call returned, and forces old waits.
+
+Tiers: the released code reads none. Its budget is GPU blocks only and it consumes no KV events, so a CPU
+offloading tier changes nothing in its decisions (only in what the engine does with a paused program's blocks).
 """
 
 from __future__ import annotations
