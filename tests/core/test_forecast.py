@@ -179,3 +179,41 @@ def test_the_horizon_follows_the_median_wait_in_steps_of_root_two():
     for _ in range(64):
         horizon.observe_wait(0.0)
     assert horizon.value_s == 1.0
+
+
+def test_expected_tools_forecast_a_tool_with_too_little_history_of_its_own():
+    f = forecaster()
+    for _ in range(20):
+        f.learn_call(ToolKey.of("bash"), ToolHints(), 60.0, None)  # the session said bash comes next
+    for _ in range(20):
+        f.learn_call(ToolKey.of("read"), ToolHints(), 0.5, None)  # every tool's level is now half fast reads
+    new = ToolKey.of("mcp_build")  # a tool the fleet has never seen
+    blind = f.start("forecast", "c", "mcp_build", None, ToolHints(), "s", 0.0, 1.0)
+    told = f.start("forecast", "c", "mcp_build", None, ToolHints(), "s", 0.0, 1.0, expected=("Bash",))
+    assert told.predicted_end > blind.predicted_end
+    assert told.readiness.level_at(0.0) < blind.readiness.level_at(0.0)  # not expected back within H at its start
+    for _ in range(SETTINGS.estimator_min_samples):
+        f.learn_call(new, ToolHints(), 0.5, None)
+    assert f.expected_levels(new, ("bash",)) == []  # enough history of its own: the expected tools are not read
+    assert f.expected_levels(ToolKey.of("bash"), ("bash",)) == []
+
+
+@pytest.mark.parametrize(("policy", "told"), [("tao", True), ("tao-no-expected-tools", False)])
+def test_an_acquire_naming_the_next_tool_sets_the_readiness_the_coming_tool_starts_with(policy, told):
+    from tao_coordinator.core.coordinator import Coordinator
+    from tao_coordinator.core.events import Acquire, LlmEnd, NodeUpdate, Register, ToolEnd, ToolStart
+    from tao_coordinator.core.policies import make_policy
+
+    c = Coordinator(make_policy(policy), CoreSettings(lease_ttl_s=1e6))
+    c.on_event(NodeUpdate("a", 70_000), 0.0)
+    c.on_event(Register("s", expected_input_tokens=1_000), 0.0)
+    for k in range(60):  # the fleet knows bash as a 60 s tool, and most tools as fast reads
+        tool, duration = ("bash", 60.0) if k % 3 == 0 else ("read", 0.5)
+        c.on_event(ToolStart("s", f"b{k}", tool), 0.0)
+        c.on_event(ToolEnd("s", f"b{k}", duration_s=duration), 0.0)
+    c.on_event(Acquire("s", step_id="7", expected_next_tools=("bash",)), 1.0)
+    c.on_event(LlmEnd("s", "a", 1_000, 0, 10), 2.0)
+    c.on_event(ToolStart("s", "new", "mcp_build"), 2.0)  # a name the fleet has never seen
+    tool = c.state.session("s").tools[0]
+    assert (tool.predicted_end > 2.0 + 30.0) is told
+    assert (tool.readiness.initial == 0) is told

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import sys
 import time
@@ -41,7 +42,8 @@ from typing import Any
 from ..core.policies import ABLATIONS, BASELINES, VARIANTS, make_policy
 from ..sim.driver import PLAN_TIMINGS, FleetSimulation
 from ..sim.metrics import RunMetrics
-from ..sim.node import profile_by_name
+from ..sim.node import NodeProfile, profile_by_name
+from ..sim.node.cpu_tier import with_cpu_tier
 from ..sim.report import RunResult
 from ..sim.workloads import Workload, load_agentx, load_mini_swe, traces_dir
 from .compare_report import Planning, planning_of, render_report
@@ -54,6 +56,27 @@ class Bench:
     nodes: int
     profile: str
     limit: int | None = None
+    cpu_kv_gib: float = 0.0
+    """Host memory for KV per node (vLLM's `--kv-offloading-size`); 0: no CPU tier."""
+
+    @property
+    def workload(self) -> str:
+        """The workload this bench replays (its name without the CPU tier's suffix)."""
+        return self.name.partition("+cpu")[0]
+
+    def with_cpu_tier(self, gib: float) -> Bench:
+        """The same bench with a CPU tier on every node, under a name of its own (`agentx+cpu512`)."""
+        if gib <= 0:
+            return self
+        return replace(self, name=f"{self.name}+cpu{gib:g}", cpu_kv_gib=gib)
+
+    def node_profile(self) -> NodeProfile:
+        profile = profile_by_name(self.profile)
+        return with_cpu_tier(profile, self.cpu_kv_gib) if self.cpu_kv_gib else profile
+
+    def fleet(self) -> tuple[int, str]:
+        tier = f" with a {self.cpu_kv_gib:g} GiB CPU tier" if self.cpu_kv_gib else ""
+        return self.nodes, f"{self.profile}{tier}"
 
 
 BENCHES = {
@@ -86,7 +109,7 @@ def load_bench(bench: Bench, seed: int) -> Workload:
     if cache_key not in _WORKLOADS:
         path = traces_dir() / bench.trace
         max_context = profile_by_name(bench.profile).model_len_limit
-        loader = load_agentx if bench.name == "agentx" else load_mini_swe
+        loader = load_agentx if bench.workload == "agentx" else load_mini_swe
         workload = loader(path, max_context=max_context, limit=bench.limit)
         if seed:
             scripts = list(workload.scripts)
@@ -98,7 +121,7 @@ def load_bench(bench: Bench, seed: int) -> Workload:
 
 def run_cell(cell: Cell) -> dict[str, Any]:
     workload = load_bench(cell.bench, cell.seed)
-    profile = profile_by_name(cell.bench.profile)
+    profile = cell.bench.node_profile()
     simulation = FleetSimulation(
         workload,
         cell.policy,
@@ -142,6 +165,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(measured)",
     )
     parser.add_argument("--plan-delay-ms", type=float, default=0.0, help="fixed virtual time added to every plan (0)")
+    parser.add_argument(
+        "--cpu-kv-gib",
+        type=float,
+        default=0.0,
+        help="give every node a CPU KV tier of this many GiB (vLLM's --kv-offloading-size); runs are kept apart "
+        "under the workload name + cpuGIB (0: none)",
+    )
     parser.add_argument("--quick", action="store_true", help="TAO and the baselines at 64, swe + 100 AgentX sessions")
     parser.add_argument("--fresh", action="store_true", help="ignore runs already in OUT/runs")
     parser.add_argument("--plots", action="store_true", help="write PNG charts under OUT/img/<workload>/")
@@ -155,7 +185,7 @@ def plan_cells(args: argparse.Namespace) -> list[Cell]:
         benches = [replace(BENCHES[name], limit=QUICK_LIMITS[name]) for name in BENCHES]
         policies, concurrencies, seeds = ["tao", *VARIANTS, *BASELINES], [64], [0]
     else:
-        benches = [BENCHES[name.strip()] for name in args.workloads.split(",")]
+        benches = [BENCHES[name.strip()].with_cpu_tier(args.cpu_kv_gib) for name in args.workloads.split(",")]
         policies = args.policies.split(",") if args.policies else ["tao", *ABLATIONS, *VARIANTS, *BASELINES]
         concurrencies = [int(c) for c in args.concurrency.split(",")]
         seeds = [int(s) for s in args.seeds.split(",")]
@@ -163,9 +193,11 @@ def plan_cells(args: argparse.Namespace) -> list[Cell]:
         make_policy(policy)
     if args.plan_delay_ms < 0:
         raise ValueError("--plan-delay-ms: must be at least 0")
+    if not 0 <= args.cpu_kv_gib < math.inf:
+        raise ValueError("--cpu-kv-gib: must be a finite number of GiB, at least 0")
     planning = Planning(args.plan_timing, args.plan_delay_ms)
     cells = [Cell(b, p, c, s, planning) for b in benches for s in seeds for c in concurrencies for p in policies]
-    return sorted(cells, key=lambda cell: cell.bench.name != "agentx")
+    return sorted(cells, key=lambda cell: cell.bench.workload != "agentx")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -198,7 +230,7 @@ def report_all(args: argparse.Namespace) -> int:
         print(f"tao bench compare: no runs in {args.out / 'runs'} to report", file=sys.stderr)
         return 2
     records = [json.loads(path.read_text()) for path in files]
-    benches = {name: k for k, name in enumerate(BENCHES)}
+    benches = {name: k for k, name in enumerate(BENCHES)}  # tiered workloads after the plain ones
     policies = {name: k for k, name in enumerate(["tao", *VARIANTS, *ABLATIONS, *BASELINES])}
     records.sort(
         key=lambda r: (
@@ -215,11 +247,18 @@ def report_all(args: argparse.Namespace) -> int:
 
 def write_results(records: list[dict[str, Any]], args: argparse.Namespace) -> None:
     (args.out / "results.json").write_text(json.dumps({"runs": records}, indent=1) + "\n")
-    report = render_report(records, {b: (bench.nodes, bench.profile) for b, bench in BENCHES.items()})
+    report = render_report(records, {r["workload"]: fleet_of(r) for r in records})
     (args.out / "results.md").write_text(report)
     print(report)
     if args.plots:
         _plots(records, args.out / "img")
+
+
+def fleet_of(record: dict[str, Any]) -> tuple[int, str]:
+    """The fleet a run file's workload ran on: its bench's, with the CPU tier its name says."""
+    name, _, tier = record["workload"].partition("+cpu")
+    bench = BENCHES[name]
+    return bench.with_cpu_tier(float(tier)).fleet() if tier else bench.fleet()
 
 
 def _plots(records: list[dict[str, Any]], directory: Path) -> None:

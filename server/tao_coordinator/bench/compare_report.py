@@ -46,6 +46,11 @@ COLUMNS = (
     ("cut", "plans_cut", "{:,.0f}"),
     ("dropped", "plans_dropped", "{:,.0f}"),
 )
+TIER_COLUMNS = (
+    ("CPU hits", "cpu_hit_tokens", "{:,.0f}"),
+    ("PCIe load s", "pcie_load_s", "{:,.0f}"),
+)
+"""Shown for a workload whose fleet has a CPU tier: prompt tokens loaded from it, and the link time those loads took."""
 
 
 @dataclass(frozen=True)
@@ -225,14 +230,16 @@ def _concurrencies(table: Table, workload: str) -> list[int]:
 
 
 def _policy_table(table: Table, workload: str, policies: list[str]) -> list[str]:
-    header = "| conc | policy | " + " | ".join(title for title, _, _ in COLUMNS) + " |"
-    lines = [header, "|" + "---|" * (len(COLUMNS) + 2)]
+    tiered = any(key[0] == workload and entry.get("cpu_hit_tokens") for key, entry in table.items())
+    columns = (*COLUMNS, *TIER_COLUMNS) if tiered else COLUMNS
+    header = "| conc | policy | " + " | ".join(title for title, _, _ in columns) + " |"
+    lines = [header, "|" + "---|" * (len(columns) + 2)]
     for concurrency in _concurrencies(table, workload):
         for policy in policies:
             entry = table.get((workload, policy, concurrency))
             if entry is None:
                 continue
-            cells = [_fmt(fmt, entry.get(field, math.nan)) for _, field, fmt in COLUMNS]
+            cells = [_fmt(fmt, entry.get(field, math.nan)) for _, field, fmt in columns]
             label = f"**{policy}**" if policy == "tao" else policy
             lines.append(f"| {concurrency} | {label} | " + " | ".join(cells) + " |")
     return [*lines, ""]

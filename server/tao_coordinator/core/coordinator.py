@@ -53,7 +53,8 @@ from .events import (
     ToolStart,
 )
 from .forecast import AdaptiveHorizon, Forecaster, ToolHistory
-from .model import CacheEvidence, EvidenceSource, Node, NodeId, Phase, RunningTool, Session, SessionId
+from .model import CacheEvidence, EvidenceSource, Node, NodeId, NodeRates, Phase, RunningTool, Session, SessionId
+from .node_rates import NodeRateFit
 from .plan import PlanFinished
 from .planner import Planner
 from .policies.base import (
@@ -66,11 +67,13 @@ from .policies.base import (
     policy_node_target,
     policy_readiness_rule,
     policy_wake_times,
+    reads_expected_tools,
 )
 from .settings import CoreSettings
 from .signals.cache_credit import node_half_life, with_evidence
 from .signals.footprint import footprint_tokens
 from .signals.retention import HalfLifeFit
+from .signals.tier import cpu_hit_worth, cpu_retention_s
 from .state import FleetState, capacity_cells
 
 
@@ -103,6 +106,7 @@ class Coordinator:
         self.state = FleetState(self._wake_times)
         self.planner = Planner()
         self.half_lives = HalfLifeFit()
+        self.rates = NodeRateFit()
         self.inline_planning = inline_planning
         self._nodes_changed = False
         self._plan_interval = plan_interval(policy)
@@ -166,10 +170,11 @@ class Coordinator:
                 self.state.node(event.node_id)
                 self.state.drop_node(event.node_id)
                 self.half_lives.forget(event.node_id)
+                self.rates.forget(event.node_id)
                 self._nodes_changed = True
             case CacheResidency():
                 session = self.state.session(event.session_id)
-                evidence = CacheEvidence(event.node_id, event.tokens, now, EvidenceSource.KV_EVENTS)
+                evidence = CacheEvidence(event.node_id, event.tokens, now, EvidenceSource.KV_EVENTS, event.tier)
                 self._put_changed(session, evidence=with_evidence(session.evidence, evidence, self.settings))
                 return []
             case KvCacheEvent() | LlmFirstToken():
@@ -327,8 +332,10 @@ class Coordinator:
         horizon = self.forecaster.horizon(rule, self.horizon.value_s)
         self.horizon_used_s += horizon
         self.tool_starts += 1
+        # the tools the acquire before this call said come next: history for a tool that has too little of its own
+        expected = session.context.expected_next_tools if reads_expected_tools(self.policy) else ()
         tool = self.forecaster.start(
-            rule, event.call_id, event.tool, event.program, event.hints, session.id, now, horizon
+            rule, event.call_id, event.tool, event.program, event.hints, session.id, now, horizon, expected
         )
         updated = state_machine.tool_start(session, now, tool)
         lease = self._lease(now + (event.hints.timeout_s or 0.0))
@@ -358,6 +365,7 @@ class Coordinator:
             kv_usage=event.kv_usage,
             preemptions=event.preemptions,
         )
+        node = self._with_rates(node, event, previous, now)
         target = policy_node_target(self.policy, previous, node, self.settings, now, self._pool_tokens())
         node = replace(node, utilization_target=target, credit_half_life_s=self._fitted_half_life(node.id))
         capacity = (node.capacity_tokens, node.healthy, node.utilization_target)
@@ -365,6 +373,18 @@ class Coordinator:
             self._nodes_changed = True
         self.state.put_node(node)
         return previous is None or _without_load(previous) != _without_load(node)
+
+    def _with_rates(self, node: Node, event: NodeUpdate, previous: Node | None, now: float) -> Node:
+        rates = NodeRates() if previous is None else previous.rates
+        if event.counters is not None:
+            rates = self.rates.observe(node.id, event.counters, now, rates)
+        return replace(
+            node,
+            cpu_capacity_tokens=event.cpu_capacity_tokens,
+            rates=rates,
+            cpu_hit_worth=cpu_hit_worth(rates, self.settings.cpu_hit_worth_prior) if event.cpu_capacity_tokens else 0.0,
+            cpu_retention_s=cpu_retention_s(event.cpu_capacity_tokens, rates),
+        )
 
     def _pool_tokens(self) -> int:
         """The footprint of every session in the waiting pool: what the planner would place if it could."""
@@ -468,7 +488,7 @@ class Coordinator:
 
 
 def _without_load(node: Node) -> Node:
-    return replace(node, version=0, running=0, waiting=0, kv_usage=0.0, preemptions=0)
+    return replace(node, version=0, running=0, waiting=0, kv_usage=0.0, preemptions=0, rates=NodeRates())
 
 
 def _agent_step(session: Session, event: Acquire) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from .errors import InvalidEvent
-from .model import AgentContext, BlockRun, NodeId, SessionId, ToolHints
+from .model import AgentContext, BlockRun, NodeId, SessionId, Tier, ToolHints
 
 
 def _require_id(name: str, value: str) -> None:
@@ -171,6 +171,37 @@ class Close:
 
 
 @dataclass(frozen=True, slots=True)
+class EngineCounters:
+    """Cumulative counters of one node's `/metrics` (vLLM 0.33 names), from which the coordinator fits its rates.
+
+    Counters only grow while the node runs; a smaller value than the last one means the node restarted."""
+
+    prefill_tokens_computed: int = 0
+    """`vllm:prompt_tokens_by_source_total{source="local_compute"}`: prompt tokens the node computed."""
+    prefill_seconds: float = 0.0
+    """`vllm:request_prefill_time_seconds_sum`: prefill time of the requests that produced a first token."""
+    decode_tokens: int = 0
+    """`vllm:inter_token_latency_seconds_count`: inter-token intervals observed."""
+    decode_seconds: float = 0.0
+    """`vllm:inter_token_latency_seconds_sum`."""
+    generation_tokens: int = 0
+    """`vllm:generation_tokens_total`."""
+    offload_load_tokens: int = 0
+    """`vllm:prompt_tokens_by_source_total{source="external_kv_transfer"}`: prompt tokens loaded from the CPU tier."""
+    offload_load_seconds: float = 0.0
+    """`vllm:kv_offload_load_time_total{transfer_type="CPU_to_GPU"}`: time spent loading them."""
+    kv_fetch_waiting: int = 0
+    """Requests waiting for their KV to arrive from the CPU tier now (a gauge)."""
+
+    def __post_init__(self) -> None:
+        for name in ("prefill_tokens_computed", "decode_tokens", "generation_tokens", "offload_load_tokens"):
+            _require_count(name, getattr(self, name))
+        _require_count("kv_fetch_waiting", self.kv_fetch_waiting)
+        for name in ("prefill_seconds", "decode_seconds", "offload_load_seconds"):
+            _require_seconds(name, getattr(self, name))
+
+
+@dataclass(frozen=True, slots=True)
 class NodeUpdate:
     """A node joined, or its observed capacity, health, hit rate or load changed (a `/metrics` scrape)."""
 
@@ -187,10 +218,15 @@ class NodeUpdate:
     """`vllm:kv_cache_usage_perc` at the scrape, in [0, 1]."""
     preemptions: int = 0
     """`vllm:num_preemptions_total` at the scrape: a counter, it only grows while the node runs."""
+    cpu_capacity_tokens: int = 0
+    """KV tokens the node's CPU offloading tier holds (0: no tier)."""
+    counters: EngineCounters | None = None
+    """The scrape's cumulative counters; None when the source has none (a node announced by configuration)."""
 
     def __post_init__(self) -> None:
         _require_id("node_id", self.node_id)
         _require_count("capacity_tokens", self.capacity_tokens)
+        _require_count("cpu_capacity_tokens", self.cpu_capacity_tokens)
         _require_count("running", self.running)
         _require_count("waiting", self.waiting)
         _require_count("preemptions", self.preemptions)
@@ -212,16 +248,19 @@ class NodeRemoved:
 
 @dataclass(frozen=True, slots=True)
 class CacheResidency:
-    """Live KV-event evidence: `tokens` of the session's prefix are resident on the node now (0 = evicted)."""
+    """Live KV-event evidence: `tokens` of the session's prefix are resident in the node's `tier` now (0 = evicted)."""
 
     node_id: NodeId
     session_id: SessionId
     tokens: int
+    tier: Tier = "GPU"
 
     def __post_init__(self) -> None:
         _require_id("node_id", self.node_id)
         _require_id("session_id", self.session_id)
         _require_count("tokens", self.tokens)
+        if self.tier not in ("GPU", "CPU"):
+            raise InvalidEvent("tier", f"must be GPU or CPU, got {self.tier!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,11 +274,16 @@ class KvCacheEvent:
     stored: tuple[BlockRun, ...] = ()
     removed: tuple[BlockRun, ...] = ()
     cleared: bool = False
+    medium: str = "GPU"
+    """The tier the event is about, as vLLM publishes it: `"GPU"`, `"CPU"` or `"STORAGE"` (an offloading connector's
+    tiers; `AllBlocksCleared` has none and is `"GPU"`). Other strings are kept as they are: each policy maps media to
+    its tiers the way its real system does (`dynamo.storage_tier`, `llm_d.LlmdPrecisePolicy.medium_weight`)."""
 
     def __post_init__(self) -> None:
         _require_id("node_id", self.node_id)
         _require_runs("stored", self.stored)
         _require_runs("removed", self.removed)
+        _require_id("medium", self.medium)
 
 
 @dataclass(frozen=True, slots=True)

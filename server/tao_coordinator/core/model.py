@@ -18,9 +18,12 @@ from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Literal
 
 SessionId = str
 NodeId = str
+Tier = Literal["GPU", "CPU"]
+"""Where a node holds KV blocks, with vLLM's `medium` strings: HBM, or the CPU offloading tier below it."""
 BlockRun = tuple[int, int]
 """KV block identities `first, first+1, …, first+count−1` as `(first, count)`: a prompt's full 16-token blocks in
 order, prefix-chained (two prompts share their first k blocks exactly when their first k ids are equal)."""
@@ -136,6 +139,8 @@ class CacheEvidence:
     tokens: int
     observed_at: float
     source: EvidenceSource
+    tier: Tier = "GPU"
+    """Only KV events tell tiers apart; a call's usage (`USAGE`, `ESTIMATE`) says the context was in HBM then."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +196,25 @@ class Session:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeRates:
+    """A node's speeds as measured from its counters; 0 means not measured yet."""
+
+    prefill_tokens_per_s: float = 0.0
+    """Prompt tokens one request gets computed per second of its prefill."""
+    decode_step_s: float = 0.0
+    """Mean time between two output tokens of a request (vLLM's inter-token latency)."""
+    load_tokens_per_s: float = 0.0
+    """Prompt tokens one request gets loaded from the CPU tier per second of its load."""
+    new_kv_tokens_per_s: float = 0.0
+    """KV tokens the node computes per second of wall time (prefill and decode): the rate at which its caches turn
+    over, since every new block goes through HBM and, with offloading, into the CPU tier."""
+    kv_fetch_waiting: int = 0
+    """Requests waiting for a CPU→GPU load at the last scrape."""
+    kv_fetch_queue: float = 0.0
+    """The same gauge averaged over the last several seconds (`node_rates.QUEUE_TIME_CONSTANT_S`): the link's load."""
+
+
+@dataclass(frozen=True, slots=True)
 class Node:
     """One vLLM node: its KV capacity as observed, and whether it is healthy."""
 
@@ -216,3 +240,14 @@ class Node:
     credit_half_life_s: float | None = None
     """Half-life of snapshot cache evidence here, fitted from the retention the coordinator observed on this node
     (`signals/retention.py`); None: `CoreSettings.credit_half_life_s`. Settings without decay override it."""
+    cpu_capacity_tokens: int = 0
+    """KV tokens the node's CPU offloading tier holds; 0: the node has none."""
+    rates: NodeRates = NodeRates()
+    """What the coordinator measured of the node's speed from its counters (`node_rates.py`); changes with every
+    scrape, so the value model reads the two coarse figures below instead."""
+    cpu_hit_worth: float = 0.0
+    """What a prefix token found in the CPU tier is worth against one found in HBM, in [0, 1], in steps of 1/16:
+    the share of its recompute time a load saves at the node's current link load (`signals/tier.py`)."""
+    cpu_retention_s: float | None = None
+    """Half-life of a prefix in the CPU tier, from the tier's size and the node's turnover, in steps of 2^(1/4);
+    None: no tier, or its turnover is not measured yet."""

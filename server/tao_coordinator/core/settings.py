@@ -22,6 +22,10 @@ class CoreSettings(BaseModel):
     the simulator the fitted h (100–330 s on AgentX, 15 s on mini-swe-agent) tracks retention well but lets credit
     outrank readiness for minutes, and TAO lost latency, TTFT and throughput with it (docs/benchmarks.md)."""
 
+    cpu_hit_worth_prior: float = Field(default=0.5, ge=0, le=1)
+    """What a prefix token in a node's CPU offloading tier is worth against one in HBM until the node has measured
+    both its load and its prefill rates (`signals/tier.py`): half, between a hit and a miss."""
+
     credit_unit_tokens: int = Field(default=1024, ge=1)
     """Quantum of cache credit. Credit below one unit is 0, so stale credit stops outranking readiness. 1024 tokens
     is about what an H100 prefills in a few milliseconds: less than that is not worth holding a place for."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ from ..core.settings import CoreSettings
 from ..progress import Progress
 from .driver import PLAN_TIMINGS, FleetSimulation, PlanTiming
 from .node import BUILTIN_PROFILES, NodeProfile, UnknownProfile, profile_by_name
+from .node.cpu_tier import with_cpu_tier
 from .report import RunResult, render_table, to_json
 from .workloads import PRESETS, Workload, generate, load_agentx, load_mini_swe
 from .workloads.files import read_records
@@ -35,6 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--node-profile", default="h100-tp2", help=f"one of {', '.join(BUILTIN_PROFILES)} (h100-tp2)")
     parser.add_argument(
         "--seed", type=int, default=0, help="seed of the synthetic workload and of policies' random choices (0)"
+    )
+    parser.add_argument(
+        "--cpu-kv-gib",
+        type=float,
+        default=0.0,
+        help="a CPU KV tier of this many GiB on every node, as vLLM's --kv-offloading-size (0: none)",
     )
     parser.add_argument("--sessions", type=int, default=64, help="synthetic sessions to generate (64)")
     parser.add_argument("--limit-traces", type=int, help="replay only the first N traces")
@@ -161,6 +169,10 @@ def run(args: argparse.Namespace) -> int:
         if args.nodes < 1:
             raise UsageError("--nodes: must be at least 1")
         profile = profile_by_name(args.node_profile)
+        if not 0 <= args.cpu_kv_gib < math.inf:
+            raise UsageError("--cpu-kv-gib: must be a finite number of GiB, at least 0")
+        if args.cpu_kv_gib:
+            profile = with_cpu_tier(profile, args.cpu_kv_gib)
         max_context = args.max_context or profile.model_len_limit
         workload = load_workload(args.trace, max_context, args.limit_traces, args.seed, args.sessions)
     except (UsageError, UnknownPolicy, UnknownProfile) as error:
@@ -170,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
         print("tao sim: the workload has no session left to replay", file=sys.stderr)
         return 2
     print(describe(workload))
-    print(f"fleet: {args.nodes} × {profile.name} ({profile.capacity_tokens:,} KV tokens each)")
+    print(f"fleet: {args.nodes} × {profile.name} ({profile.capacity_tokens:,} KV tokens each{_tier(profile)})")
     print(f"planning: each plan is delivered {_charged(timing, args.plan_delay_ms)} after it starts")
     print(f"credit half-life: {_half_life(settings)}")
     results = [
@@ -180,7 +192,12 @@ def run(args: argparse.Namespace) -> int:
     ]
     print(render_table(results))
     if args.json:
-        fleet = {"nodes": args.nodes, "node_profile": profile.name, "capacity_tokens": profile.capacity_tokens}
+        fleet = {
+            "nodes": args.nodes,
+            "node_profile": profile.name,
+            "capacity_tokens": profile.capacity_tokens,
+            "cpu_kv_gib": args.cpu_kv_gib,
+        }
         planning = {"timing": timing, "delay_ms": args.plan_delay_ms}
         credit = {"half_life_s": settings.credit_half_life_s, "fit": settings.credit_half_life_fit}
         args.json.write_text(to_json(results, workload.report, fleet, planning, credit))
@@ -191,6 +208,13 @@ def run(args: argparse.Namespace) -> int:
         for path in write_plots(results, args.plots):
             print(f"wrote {path}")
     return 0
+
+
+def _tier(profile: NodeProfile) -> str:
+    tier = profile.cpu_tier
+    if tier is None:
+        return ""
+    return f", and {tier.num_blocks * profile.block_size:,} in a CPU tier"
 
 
 def _half_life(settings: CoreSettings) -> str:

@@ -118,8 +118,11 @@ class FleetSimulation:
         self._now = 0.0
         self.events = 0
         """Heap entries processed: node steps, session gaps, plan deliveries, ticks."""
+        cpu_tokens = profile.cpu_tier.num_blocks * profile.block_size if profile.cpu_tier else 0
         for node_id in self.engines:
-            self.coordinator.on_event(NodeUpdate(node_id, profile.capacity_tokens, profile.block_size), 0.0)
+            self.coordinator.on_event(
+                NodeUpdate(node_id, profile.capacity_tokens, profile.block_size, cpu_capacity_tokens=cpu_tokens), 0.0
+            )
 
     # -- the loop --------------------------------------------------------------------------------------------------
 
@@ -138,12 +141,20 @@ class FleetSimulation:
             self._wake_nodes()
             self._schedule_tick()
             self.events += 1
-        preemptions = sum(engine.counters().num_preemptions for engine in self.engines.values())
+        counters = [engine.counters() for engine in self.engines.values()]
+        preemptions = sum(c.num_preemptions for c in counters)
         coordinator = self.coordinator
         horizon = None
         if coordinator.readiness_rule is not None and coordinator.tool_starts:
             horizon = coordinator.horizon_used_s / coordinator.tool_starts
-        return self._with_half_lives(summarize(self.recorder, preemptions, timing, coordinator.planner.stats, horizon))
+        metrics = summarize(self.recorder, preemptions, timing, coordinator.planner.stats, horizon)
+        tp = next(iter(self.engines.values())).profile.step.tp
+        metrics = replace(
+            metrics,
+            cpu_hit_tokens=sum(c.prompt_tokens_by_source.get("external_kv_transfer", 0) for c in counters),
+            pcie_load_s=sum(c.kv_offload_load_seconds for c in counters) / tp,
+        )
+        return self._with_half_lives(metrics)
 
     def _with_half_lives(self, metrics: RunMetrics) -> RunMetrics:
         core = self.coordinator
@@ -205,7 +216,15 @@ class FleetSimulation:
         session = _Session(session_id, script, parent, started_at=now, wanted_at=now)
         self._sessions[session_id] = session
         first = script.requests[0].prompt.tokens
-        context = AgentContext(harness=script.meta.source, shared_prefix_tokens=script.meta.shared_prefix_tokens)
+        root = session
+        while root.parent is not None:
+            root = root.parent
+        context = AgentContext(
+            harness=script.meta.source,
+            shared_prefix_tokens=script.meta.shared_prefix_tokens,
+            workflow_id=root.id,
+            parent_session_id="" if parent is None else parent.id,
+        )
         self._event(Register(session_id, context, expected_input_tokens=first))
         self._acquire(session)
 

@@ -3,14 +3,16 @@
 A policy names the feeds it consumes in `inputs` (see `core/policies/base.py`); nothing else is sent, so TAO's runs
 are unchanged by routers' needs and each baseline sees only what its real system sees:
 
-- `node_load`: a `/metrics` scrape of every node — running and waiting requests, KV usage, preemptions — sent as
+- `node_load`: a `/metrics` scrape of every node — running and waiting requests, KV usage, preemptions, the size of
+  its CPU tier and the cumulative counters the coordinator measures rates from (`EngineCounters`) — sent as
   `NodeUpdate`s before a call is routed when the last scrape is at least `scrape_interval_s` old. A real poller
   scrapes on a fixed period, so its figures are up to one period old when a call arrives; this scrapes on demand, at
   most one period apart, which is never staler. The figures are the engine's at the moment of the scrape: a request
   counts as waiting from its submission, where vLLM's gauge would show it after the next step (at most one step
   fresher).
 - `kv_events`: every `BlockStored` / `BlockRemoved` / `AllBlocksCleared` of every node, as `KvCacheEvent`s in the
-  order the node emitted them (vLLM's `--kv-events-config` stream).
+  order the node emitted them (vLLM's `--kv-events-config` stream), each with the node event's `medium` (`"GPU"`, or
+  `"CPU"` for the CPU tier's blocks, as vLLM's offloading connector publishes them).
 - `first_token`: `LlmFirstToken` when a call's first token leaves the node (a router on the token stream sees it).
 """
 
@@ -18,11 +20,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..core.events import KvCacheEvent, NodeUpdate
-from .node import AllBlocksCleared, BlockRemoved, BlockStored, NodeEngine, NodeEvent
+from ..core.events import EngineCounters, KvCacheEvent, NodeUpdate
+from .node import AllBlocksCleared, BlockRemoved, BlockStored, NodeCounters, NodeEngine, NodeEvent
 
 DEFAULT_SCRAPE_INTERVAL_S = 0.05
 """The llm-d/GIE endpoint picker's metrics refresh interval (50 ms), used for every load-reading router."""
+
+
+def engine_counters(counters: NodeCounters, tp: int) -> EngineCounters:
+    """What a `/metrics` scrape of the node shows of its cumulative counters (`EngineCounters`). vLLM sums its TP
+    workers' transfer times; one link's busy time is that over `tp`, as the workers copy their slices in parallel."""
+    by_source = counters.prompt_tokens_by_source
+    return EngineCounters(
+        prefill_tokens_computed=by_source.get("local_compute", 0),
+        prefill_seconds=counters.request_prefill_seconds,
+        decode_tokens=counters.inter_tokens,
+        decode_seconds=counters.inter_token_seconds,
+        generation_tokens=counters.generation_tokens,
+        offload_load_tokens=by_source.get("external_kv_transfer", 0),
+        offload_load_seconds=counters.kv_offload_load_seconds / tp,
+        kv_fetch_waiting=counters.num_requests_kv_fetch,
+    )
 
 
 class RouterFeeds:
@@ -57,6 +75,8 @@ class RouterFeeds:
                     waiting=counters.num_requests_waiting,
                     kv_usage=min(1.0, max(0.0, counters.kv_cache_usage_perc)),
                     preemptions=counters.num_preemptions,
+                    cpu_capacity_tokens=counters.cpu_kv_blocks * profile.block_size,
+                    counters=engine_counters(counters, profile.step.tp),
                 )
             )
         return updates
@@ -64,9 +84,9 @@ class RouterFeeds:
     @staticmethod
     def kv_event(node_id: str, event: NodeEvent) -> KvCacheEvent | None:
         if isinstance(event, BlockStored):
-            return KvCacheEvent(node_id, stored=event.block_runs)
+            return KvCacheEvent(node_id, stored=event.block_runs, medium=event.medium)
         if isinstance(event, BlockRemoved):
-            return KvCacheEvent(node_id, removed=event.block_runs)
+            return KvCacheEvent(node_id, removed=event.block_runs, medium=event.medium)
         if isinstance(event, AllBlocksCleared):
             return KvCacheEvent(node_id, cleared=True)
         return None

@@ -17,7 +17,8 @@ Definitions (every time is virtual seconds unless named `_ms`):
   existed read as None;
 - credit half-life, per node at the end of the run: the h credit decayed with there (fitted or configured; null
   without decay), what the retention fit estimates whether or not it is used (null before enough evidence), and
-  how many retention observations fed it (`core/signals/retention.py`). None in run files written before them.
+  how many retention observations fed it (`core/signals/retention.py`). None in run files written before them;
+- CPU tier: prompt tokens loaded from the nodes' CPU tiers, and the link time spent loading them (0 without a tier).
 """
 
 from __future__ import annotations
@@ -87,6 +88,10 @@ class RunMetrics:
     credit_half_life_s: dict[str, float | None] | None = None
     credit_half_life_fit_s: dict[str, float | None] | None = None
     retention_observations: dict[str, int] | None = None
+    cpu_hit_tokens: int | None = None
+    """Prompt tokens loaded from the nodes' CPU tiers instead of computed (None: run files from before tiers)."""
+    pcie_load_s: float | None = None
+    """Link time those loads took, summed over nodes (one TP rank's link: ranks load their slices in parallel)."""
 
 
 def summarize(

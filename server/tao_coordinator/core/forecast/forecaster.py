@@ -13,6 +13,12 @@ the empirical part of the distribution changes (each sample, and each sample min
 grid in between, where only the prior moves it; its steps are the coordinator's wake-up times. The binary rules keep
 today's re-estimation: an expired prediction counts as ready until it is re-estimated from the durations longer than
 the time already run.
+
+Expected tools: a call whose tool has fewer than `estimator_min_samples` durations (a tool new to the fleet, a name
+a harness spells its own way) is forecast, under the `forecast` rule, with the history of the tools the session's
+last acquire named in `expected_next_tools` ranked between the tool's own levels and every tool's
+(`expected_levels`). A step id keys nothing: the one integration that sends it sends a step counter, which names no
+kind of step shared across sessions.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from ..model import ReadinessSchedule, RunningTool, ToolHints
 from ..settings import CoreSettings
 from .bounds import SampleStats
 from .history import Samples, ToolHistory
-from .keys import ALL_TOOLS, ToolKey
+from .keys import ALL_TOOLS, ToolKey, normalise_tool
 from .predictive import Predictive, Smoothing, ToolForecast
 
 ReadinessRule = Literal["forecast", "bound", "paper"]
@@ -54,12 +60,23 @@ class Forecaster:
 
     # --- the continuous forecast ---------------------------------------------------------------------------
 
-    def forecast(self, key: ToolKey, hints: ToolHints, session_id: str | None, started_at: float) -> ToolForecast:
+    def forecast(
+        self,
+        key: ToolKey,
+        hints: ToolHints,
+        session_id: str | None,
+        started_at: float,
+        expected: tuple[str, ...] = (),
+    ) -> ToolForecast:
         levels: list[Samples] = []
         own = self.history.own(session_id, key.session_level)
         if own is not None:
             levels.append(own)
-        levels += [samples for level in key.levels if (samples := self.history.shared(level)) is not None]
+        shared = [samples for level in key.levels[:-1] if (samples := self.history.shared(level)) is not None]
+        shared += self.expected_levels(key, expected)
+        if (pooled := self.history.shared(ALL_TOOLS)) is not None:
+            shared.append(pooled)
+        levels += shared
         caps = [hints.timeout_s] if hints.timeout_s is not None else []
         if hints.deadline is not None:
             caps.append(max(0.0, hints.deadline - started_at))
@@ -69,6 +86,16 @@ class Forecaster:
             cap_s=min(caps, default=math.inf),
             background=hints.background,
         )
+
+    def expected_levels(self, key: ToolKey, expected: tuple[str, ...]) -> list[Samples]:
+        """The history of the tools the acquire before this call named (`expected_next_tools`), in their order, for
+        a call whose own tool has fewer than `estimator_min_samples` durations: they rank between the tool's own
+        levels and every tool's. A tool with enough history of its own is forecast from it alone."""
+        own = self.history.shared(key.tool)
+        if not expected or (own is not None and len(own) >= self.settings.estimator_min_samples):
+            return []
+        names = dict.fromkeys(normalise_tool(name) for name in expected)
+        return [samples for name in names if name != key.tool and (samples := self.history.shared(name)) is not None]
 
     def forecast_schedule(self, forecast: ToolForecast, started_at: float, horizon_s: float) -> ReadinessSchedule:
         top = self.settings.readiness_levels
@@ -156,11 +183,13 @@ class Forecaster:
         session_id: str,
         now: float,
         horizon_s: float,
+        expected: tuple[str, ...] = (),
     ) -> RunningTool:
-        """A call that starts now, with its predicted end and its readiness schedule (none without a rule)."""
+        """A call that starts now, with its predicted end and its readiness schedule (none without a rule).
+        `expected`: the tools the session's last acquire said come next (`expected_levels`)."""
         key = ToolKey.of(tool, program)
         if rule is None or rule == "forecast":
-            forecast = self.forecast(key, hints, session_id, now)
+            forecast = self.forecast(key, hints, session_id, now, expected)
             end = now + forecast.median()
             if rule is None:
                 return RunningTool(call_id, tool, now, hints, end, now, "forecast", program)
@@ -172,7 +201,8 @@ class Forecaster:
         return RunningTool(call_id, tool, now, hints, end, now, prediction.source, program, schedule)
 
     def rescheduled(self, running: RunningTool, session_id: str, horizon_s: float) -> RunningTool:
-        """The same call forecast again for a new horizon (the `forecast` rule's schedules depend on it)."""
+        """The same call forecast again for a new horizon (the `forecast` rule's schedules depend on it), from its
+        own key: the expected tools it may have started with are not kept on the call."""
         forecast = self.forecast(
             ToolKey.of(running.tool, running.program), running.hints, session_id, running.started_at
         )

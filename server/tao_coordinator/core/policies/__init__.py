@@ -11,9 +11,11 @@
 | sglang-cache-aware  | per-request router            | §2 (SMG `cache_aware`, Python/CLI defaults)                 |
 | dynamo              | per-request router            | §1 (kv-router cost, KV events on)                           |
 | llm-d               | per-request router            | §3 (EPP default profile: prefix 3, kv 2, queue 2, max score)|
+| llm-d-precise       | per-request router            | §3.4 (precise prefix from KV events, gpu 1.0 / cpu 0.8)     |
 | thunderagent        | admission (plans every 5 s)   | §5.1 (released code, decay off)                             |
 | thunderagent-paper  | admission (plans every 5 s)   | §5.1 (paper's decay, Eq. 7)                                 |
 | continuum           | admission (plans)             | §5.2 (released preview: 2 s pins, job FCFS)                 |
+| cost-model          | per-request router            | cost-model.md §2–§3 (the study's unified cost, corrected)   |
 
 A name may carry options in brackets, `dynamo[temperature=0.5]` or `thunderagent[decay=resume;interval_s=2]`: each
 `key=value` becomes a keyword argument of the factory (numbers and true/false are converted). `make_policy(name,
@@ -29,9 +31,10 @@ from collections.abc import Callable
 
 from .base import Policy
 from .continuum import ContinuumPolicy
+from .cost_model import CostModelPolicy
 from .dynamo import DynamoPolicy
 from .least_loaded import LeastLoadedPolicy
-from .llm_d import LlmdPolicy
+from .llm_d import LlmdPolicy, LlmdPrecisePolicy
 from .round_robin import RoundRobinPolicy
 from .sglang import SglangCacheAwarePolicy
 from .tao import (
@@ -40,7 +43,10 @@ from .tao import (
     tao_no_cache,
     tao_no_decay,
     tao_no_dp,
+    tao_no_expected_tools,
     tao_no_readiness,
+    tao_no_tier,
+    tao_no_workflow,
     tao_paper,
     tao_plain_footprint,
     tao_room_admit,
@@ -63,6 +69,9 @@ POLICIES: dict[str, Callable[..., Policy]] = {
     "tao-no-readiness": _unseeded(tao_no_readiness),
     "tao-no-decay": _unseeded(tao_no_decay),
     "tao-no-cache": _unseeded(tao_no_cache),
+    "tao-no-tier": _unseeded(tao_no_tier),
+    "tao-no-workflow": _unseeded(tao_no_workflow),
+    "tao-no-expected-tools": _unseeded(tao_no_expected_tools),
     "tao-plain-footprint": _unseeded(tao_plain_footprint),
     "tao-static-admit": _unseeded(tao_static_admit),
     "tao-room-admit": _unseeded(tao_room_admit),
@@ -74,9 +83,11 @@ POLICIES: dict[str, Callable[..., Policy]] = {
     "sglang-cache-aware": SglangCacheAwarePolicy,
     "dynamo": DynamoPolicy,
     "llm-d": LlmdPolicy,
+    "llm-d-precise": LlmdPrecisePolicy,
     "thunderagent": thunderagent,
     "thunderagent-paper": thunderagent_paper,
     "continuum": ContinuumPolicy,
+    "cost-model": CostModelPolicy,
 }
 
 BASELINES = (
@@ -85,15 +96,20 @@ BASELINES = (
     "sglang-cache-aware",
     "dynamo",
     "llm-d",
+    "llm-d-precise",
     "thunderagent",
     "thunderagent-paper",
     "continuum",
+    "cost-model",
 )
 ABLATIONS = (
     "tao-no-dp",
     "tao-no-readiness",
     "tao-no-decay",
     "tao-no-cache",
+    "tao-no-tier",
+    "tao-no-workflow",
+    "tao-no-expected-tools",
     "tao-plain-footprint",
     "tao-static-admit",
     "tao-room-admit",

@@ -6,8 +6,11 @@ every node up to `capacity × CoreSettings.utilization_target` (0.9), charging e
 
 `FastAdmit`: a session that asks for the LLM without a place is admitted at once, without a plan, when a node has
 room for its whole footprint next to what the node's holders hold now — the node where it has the most cache
-credit among those with room, or, without credit anywhere, the node with the fewest requests running or queued at
-its last scrape (ties: the most room; `place="room"` takes the most room alone, the rule before). It then holds its
+credit among those with room (credit its workflow's relatives give it included, when the policy passes the
+`WorkflowIndex` of its latest plan: a sub-agent without evidence of its own goes where its siblings' shared prefix
+is cached, `signals/workflow.py`); without credit anywhere, the node whose CPU tier holds most of its prefix
+(`signals/tier.py`), or, without that either, the node with the fewest requests running or queued at its last scrape
+(ties: the most room; `place="room"` takes the most room alone, the rule before). It then holds its
 place with that footprint, exactly as if a plan had admitted it, so the planner's accounting
 (`FleetState.used_cells`) never passes a node's plannable capacity. A session with credit but no room at home waits
 for the plan, which may interrupt someone for it or place it elsewhere.
@@ -55,6 +58,8 @@ from ..settings import CoreSettings
 from ..signals.base import SignalContext
 from ..signals.cache_credit import CacheCredit
 from ..signals.footprint import footprint_tokens
+from ..signals.tier import TierCredit
+from ..signals.workflow import WorkflowIndex
 from ..state import token_cells
 
 Placement = Literal["load", "room"]
@@ -62,10 +67,12 @@ Placement = Literal["load", "room"]
 
 
 class FastAdmit:
-    def __init__(self, place: Placement = "load") -> None:
+    def __init__(self, place: Placement = "load", tier: bool = True) -> None:
         if place not in ("load", "room"):
             raise TypeError(f"place: one of load, room, got {place!r}")
         self.place = place
+        self.tier = tier
+        """Among nodes with room, prefer the one whose CPU tier holds most of the session's prefix (`TierCredit`)."""
 
     def admit(
         self,
@@ -74,12 +81,17 @@ class FastAdmit:
         room: Mapping[NodeId, int],
         settings: CoreSettings,
         now: float,
+        workflows: WorkflowIndex | None = None,
     ) -> NodeId | None:
         cells = token_cells(footprint_tokens(session, settings), settings)
         fitting = [node_id for node_id in nodes if room.get(node_id, 0) >= cells]
-        credit = CacheCredit().on_nodes(session, SignalContext(now, settings, nodes))
+        context = SignalContext(now, settings, nodes, workflows)
+        credit = CacheCredit().on_nodes(session, context)
         if credit:
             return min((n for n in fitting if n in credit), key=lambda n: (-credit[n], n), default=None)
+        tier = TierCredit().on_nodes(session, context) if self.tier else {}
+        if tier_fitting := [n for n in fitting if n in tier]:
+            return min(tier_fitting, key=lambda n: (-tier[n], n))
         if self.place == "room":
             return max(fitting, key=lambda n: (room[n], n), default=None)
         return min(fitting, key=lambda n: (nodes[n].running + nodes[n].waiting, -room[n], n), default=None)

@@ -33,6 +33,8 @@ Optional attributes, read through the helpers below so a policy that lacks them 
 - `readiness_rule: ReadinessRule | None` — how running tools' readiness is forecast (`forecast/forecaster.py`):
   `forecast`, or the binary `bound` and `paper` rules. None (the default): the policy reads no readiness, so no
   schedule is built and time alone wakes nothing for it.
+- `expected_tools: bool` — a tool with too little history of its own is forecast from that of the tools the
+  session's last acquire announced (`expected_next_tools`); False (the default) ignores the announcement.
 - `readiness_horizon: "adaptive" | "fixed"` — whether the `forecast` rule's horizon follows load
   (`forecast/horizon.py`) or stays at `readiness_horizon_s` (the default).
 """
@@ -122,6 +124,11 @@ def policy_cache_kept(policy: Policy, node_id: NodeId, asked_tokens: int, kept_t
 def policy_readiness_rule(policy: Policy) -> ReadinessRule | None:
     rule: ReadinessRule | None = getattr(policy, "readiness_rule", None)
     return rule
+
+
+def reads_expected_tools(policy: Policy) -> bool:
+    """Whether a tool's forecast may borrow the history of the tools the session's last acquire announced."""
+    return bool(getattr(policy, "expected_tools", False))
 
 
 def adapts_horizon(policy: Policy) -> bool:

@@ -26,6 +26,7 @@ from ..plan import Placement, Plan
 from ..settings import CoreSettings
 from ..signals.base import SignalContext
 from ..signals.footprint import footprint_tokens
+from ..signals.workflow import WorkflowIndex
 from ..snapshot import Snapshot
 from ..solver.problem import Item, Problem, Solution, relative_gap
 from ..state import capacity_cells, largest_plannable_tokens, token_cells
@@ -73,13 +74,17 @@ class ValueCache:
         self.reused += len(kept) - evaluated
 
 
-def build_problem(snapshot: Snapshot, values: ValueModel, cache: ValueCache | None = None) -> PlacementProblem:
+def build_problem(
+    snapshot: Snapshot, values: ValueModel, cache: ValueCache | None = None, workflows: WorkflowIndex | None = None
+) -> PlacementProblem:
+    """`workflows`: the snapshot's sessions by workflow when the caller built them already (else built here)."""
     settings = snapshot.settings
     now = snapshot.now
     healthy = [node for node in snapshot.nodes if node.healthy]
     index = {node.id: k for k, node in enumerate(healthy)}
     free = [capacity_cells(node, settings) for node in healthy]
-    ctx = SignalContext(now, settings, {node.id: node for node in healthy})
+    workflows = WorkflowIndex.of(snapshot.sessions) if workflows is None else workflows
+    ctx = SignalContext(now, settings, {node.id: node for node in healthy}, workflows)
     largest = largest_plannable_tokens(healthy, settings)
     previous = {} if cache is None else cache.begin((settings, _node_inputs(healthy, values.node_fields)))
     kept: dict[SessionId, _Kept] = {}

@@ -2,12 +2,15 @@
 
 | name                | value order                                        | solver           | admission |
 |---------------------|----------------------------------------------------|------------------|-----------|
-| tao                 | cache credit, readiness, held footprint, stability | exact search     | adaptive  |
+| tao                 | cache credit, readiness, tier credit, held footprint, stability | exact search | adaptive |
 | tao-no-dp           | same                                               | best-fit decr.   | adaptive  |
-| tao-no-readiness    | cache credit, held footprint, stability            | exact            | adaptive  |
-| tao-no-decay        | undecayed cache credit, readiness, held footprint… | exact            | adaptive  |
+| tao-no-readiness    | cache credit, tier credit, held footprint, stability | exact          | adaptive  |
+| tao-no-decay        | undecayed cache credit, readiness, tier credit, …  | exact            | adaptive  |
+| tao-no-tier         | as tao without tier credit (blind to CPU tiers)    | exact            | adaptive  |
+| tao-no-workflow     | cache credit without workflow affinity, readiness… | exact            | adaptive  |
+| tao-no-expected-tools | as tao, tool forecast ignores expected_next_tools | exact            | adaptive  |
 | tao-no-cache        | readiness, held footprint, stability               | exact            | adaptive  |
-| tao-plain-footprint | cache credit, readiness, footprint, stability      | exact            | adaptive  |
+| tao-plain-footprint | as tao with the plain footprint                    | exact            | adaptive  |
 | tao-static-admit    | as tao                                             | exact            | static    |
 | tao-room-admit      | as tao                                             | exact            | adaptive¹ |
 | tao-paper           | as tao, readiness by the published binary rule     | exact            | adaptive  |
@@ -19,6 +22,14 @@ Readiness (`forecast/forecaster.py`): `tao` counts Q·P(the tool returns within 
 forecast, H = `readiness_horizon_s` (`tao[horizon=adaptive]`: H follows load); `tao-paper` is the write-up's rule
 (ready when the printed duration bound ends within H = 1 s); `tao-bound` the rule before the forecast (the
 corrected empirical-Bernstein bound, H = `readiness_horizon_s`).
+
+Tier credit (`signals/tier.py`): what a node's CPU offloading tier holds of the session's prefix, times what a CPU
+hit is worth there at its link's load; below readiness, as it prices where a session is served, not who is.
+
+Workflow affinity (`signals/workflow.py`): a session's credit on a node is raised to the prefix it shares with its
+workflow's other sessions (parent, siblings) that the node holds; fast admission sees it through the index of the
+latest plan. Expected tools (`forecast/forecaster.py`, `Forecaster.start`): a tool whose own key has too little
+history is forecast from the history of the tools the session's last acquire named in `expected_next_tools`.
 """
 
 from __future__ import annotations
@@ -31,7 +42,8 @@ from ..forecast import ReadinessRule
 from ..model import Node, NodeId, Session
 from ..plan import Plan
 from ..settings import CoreSettings
-from ..signals import CacheCredit, Footprint, HeldFootprint, Readiness, Signal, Stability
+from ..signals import CacheCredit, Footprint, HeldFootprint, Readiness, Signal, Stability, TierCredit
+from ..signals.workflow import EMPTY, WorkflowIndex
 from ..snapshot import Snapshot
 from ..solver import solve, solve_greedy
 from ..value import ValueModel
@@ -54,6 +66,7 @@ class TaoPolicy:
         readiness_rule: ReadinessRule | None = "forecast",
         horizon: Horizon = "fixed",
         place: Placement = "load",
+        expected_tools: bool = True,
     ) -> None:
         if horizon not in ("adaptive", "fixed"):
             raise TypeError(f"horizon: one of adaptive, fixed, got {horizon!r}")
@@ -65,12 +78,20 @@ class TaoPolicy:
         self.admission = admission
         # the scrapes carry the preemption counter and the waiting queue that the adaptive target reads
         self.inputs = frozenset({"node_load"}) if admission == "adaptive" else frozenset()
-        self._fast = FastAdmit(place)
+        self._fast = FastAdmit(place, tier=any(isinstance(signal, TierCredit) for signal in signals))
+        self.expected_tools = expected_tools
+        """Whether tool starts are forecast with the acquire's `expected_next_tools` (the coordinator reads it)."""
+        self._workflow = any(isinstance(signal, CacheCredit) and signal.workflow for signal in signals)
+        self._workflows: WorkflowIndex | None = None
+        """The sessions by workflow as the latest plan saw them, for fast admission between plans (a plan may run
+        in a worker thread: the index is immutable and replaced whole)."""
         self.value_cache = ValueCache()
         self._target = AdaptiveTarget()
 
     def plan(self, snapshot: Snapshot) -> Plan:
-        placement = build_problem(snapshot, self.values, self.value_cache)
+        workflows = WorkflowIndex.of(snapshot.sessions) if self._workflow else EMPTY
+        self._workflows = workflows if self._workflow else None
+        placement = build_problem(snapshot, self.values, self.value_cache, workflows)
         settings = snapshot.settings
         if self.exact:
             solution = solve(placement.problem, settings.exact_node_limit)
@@ -91,7 +112,7 @@ class TaoPolicy:
     ) -> NodeId | None:
         if self.admission == "static":
             return None
-        return self._fast.admit(session, nodes, room, settings, now)
+        return self._fast.admit(session, nodes, room, settings, now, self._workflows)
 
     def node_target(
         self, previous: Node | None, node: Node, settings: CoreSettings, now: float, pool_tokens: int
@@ -109,22 +130,47 @@ class TaoPolicy:
             self._target.forget(event.node_id)
 
 
+def value(
+    credit: Signal | None = None, *, readiness: bool = True, tier: bool = True, footprint: Signal | None = None
+) -> list[Signal]:
+    """TAO's value order with the parts an ablation changes: its credit (None: `CacheCredit()`), whether it reads
+    readiness and the CPU tier, its footprint (None: `HeldFootprint()`)."""
+    signals: list[Signal] = [credit or CacheCredit()]
+    if readiness:
+        signals.append(Readiness())
+    if tier:
+        signals.append(TierCredit())
+    return [*signals, footprint or HeldFootprint(), Stability()]
+
+
 def tao(horizon: Horizon = "fixed", place: Placement = "load") -> TaoPolicy:
     """`tao[horizon=adaptive]` lets H follow the waits of the pool (`forecast/horizon.py`); measured no better.
     `tao[place=room]` fast-admits a session without credit where there is most room, not least load."""
-    return TaoPolicy("tao", [CacheCredit(), Readiness(), HeldFootprint(), Stability()], horizon=horizon, place=place)
+    return TaoPolicy("tao", value(), horizon=horizon, place=place)
 
 
 def tao_no_dp() -> TaoPolicy:
-    return TaoPolicy("tao-no-dp", [CacheCredit(), Readiness(), HeldFootprint(), Stability()], exact=False)
+    return TaoPolicy("tao-no-dp", value(), exact=False)
 
 
 def tao_no_readiness() -> TaoPolicy:
-    return TaoPolicy("tao-no-readiness", [CacheCredit(), HeldFootprint(), Stability()], readiness_rule=None)
+    return TaoPolicy("tao-no-readiness", value(readiness=False), readiness_rule=None)
 
 
 def tao_no_decay() -> TaoPolicy:
-    return TaoPolicy("tao-no-decay", [CacheCredit(decay=False), Readiness(), HeldFootprint(), Stability()])
+    return TaoPolicy("tao-no-decay", value(CacheCredit(decay=False)))
+
+
+def tao_no_tier() -> TaoPolicy:
+    return TaoPolicy("tao-no-tier", value(tier=False))
+
+
+def tao_no_workflow() -> TaoPolicy:
+    return TaoPolicy("tao-no-workflow", value(CacheCredit(workflow=False)))
+
+
+def tao_no_expected_tools() -> TaoPolicy:
+    return TaoPolicy("tao-no-expected-tools", value(), expected_tools=False)
 
 
 def tao_no_cache() -> TaoPolicy:
@@ -132,20 +178,20 @@ def tao_no_cache() -> TaoPolicy:
 
 
 def tao_plain_footprint() -> TaoPolicy:
-    return TaoPolicy("tao-plain-footprint", [CacheCredit(), Readiness(), Footprint(), Stability()])
+    return TaoPolicy("tao-plain-footprint", value(footprint=Footprint()))
 
 
 def tao_static_admit() -> TaoPolicy:
-    return TaoPolicy("tao-static-admit", [CacheCredit(), Readiness(), HeldFootprint(), Stability()], admission="static")
+    return TaoPolicy("tao-static-admit", value(), admission="static")
 
 
 def tao_room_admit() -> TaoPolicy:
-    return TaoPolicy("tao-room-admit", [CacheCredit(), Readiness(), HeldFootprint(), Stability()], place="room")
+    return TaoPolicy("tao-room-admit", value(), place="room")
 
 
 def tao_paper() -> TaoPolicy:
-    return TaoPolicy("tao-paper", [CacheCredit(), Readiness(), HeldFootprint(), Stability()], readiness_rule="paper")
+    return TaoPolicy("tao-paper", value(), readiness_rule="paper")
 
 
 def tao_bound() -> TaoPolicy:
-    return TaoPolicy("tao-bound", [CacheCredit(), Readiness(), HeldFootprint(), Stability()], readiness_rule="bound")
+    return TaoPolicy("tao-bound", value(), readiness_rule="bound")

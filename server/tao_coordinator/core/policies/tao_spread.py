@@ -18,12 +18,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..plan import Plan
-from ..signals import CacheCredit, HeldFootprint, Readiness, Stability
 from ..snapshot import Snapshot
 from ..solver import solve
 from ..solver.problem import Problem, Solution
 from .placement import build_problem, plan_from_solution
-from .tao import TaoPolicy
+from .tao import TaoPolicy, value
 
 
 def spread(problem: Problem, solution: Solution) -> Solution:
@@ -58,4 +57,4 @@ class TaoSpreadPolicy(TaoPolicy):
 
 
 def tao_spread(*, seed: int = 0) -> TaoSpreadPolicy:
-    return TaoSpreadPolicy("tao-spread", [CacheCredit(), Readiness(), HeldFootprint(), Stability()])
+    return TaoSpreadPolicy("tao-spread", value())

@@ -5,6 +5,7 @@ from .cache_credit import CacheCredit
 from .footprint import Footprint, HeldFootprint, footprint_tokens
 from .readiness import Readiness
 from .stability import Stability
+from .tier import TierCredit
 
 __all__ = [
     "CacheCredit",
@@ -14,5 +15,6 @@ __all__ = [
     "Signal",
     "SignalContext",
     "Stability",
+    "TierCredit",
     "footprint_tokens",
 ]

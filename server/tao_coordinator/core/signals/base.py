@@ -15,10 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..model import Node, NodeId, Session
 from ..settings import CoreSettings
+
+if TYPE_CHECKING:
+    from .workflow import WorkflowIndex
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +30,9 @@ class SignalContext:
     settings: CoreSettings
     nodes: Mapping[NodeId, Node]
     """Healthy nodes only: a signal never credits a node that cannot take work."""
+    workflows: WorkflowIndex | None = None
+    """The snapshot's sessions by workflow, for the one signal that reads other sessions (workflow affinity in the
+    cache credit, `workflow.py`); None where no snapshot is at hand: no session then gains from its relatives."""
 
 
 class Signal(Protocol):

@@ -1,12 +1,16 @@
-"""Cache credit k(i, b): evidence, in credit units, that node b still holds session i's prefix (design §4).
+"""Cache credit k(i, b): evidence, in credit units, that node b still holds session i's prefix in HBM (design §4).
 
 Sources, best first: live KV events (exact, no decay), usage reported at the end of a call (the node held the whole
 context then), an estimate from the node's prefix hit rate. Snapshot evidence decays as k0·2^(−τ/h) with its age τ,
 h the node's own (fitted from observed retention, `retention.py`) or the configured one.
 The result is floored to whole units of `credit_unit_tokens`; below one unit it is 0.
 
+Only HBM counts here: what a node's CPU offloading tier holds is priced by `TierCredit` (`tier.py`), a component
+below readiness, because a CPU copy survives whether or not the session keeps its place.
+
 Invariants: credit is 0 on nodes that are not in the context (unhealthy or removed); for one node only the best
-source counts, even when it says less than a worse one (a KV event reporting eviction beats old usage).
+source counts, even when it says less than a worse one (a KV event reporting eviction beats old usage); evidence
+about another tier than HBM is never read here.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from ..model import CacheEvidence, EvidenceSource, Node, NodeId, Session
+from ..model import CacheEvidence, EvidenceSource, Node, NodeId, Session, Tier
 from ..settings import CoreSettings
 from .base import SignalContext
 
@@ -23,10 +27,15 @@ STEP_MARGIN_S = 1e-6
 value outlive the fresh one (re-evaluating a little early costs nothing)."""
 
 
+def snapshot_tokens(evidence: CacheEvidence, hit_rate: float) -> float:
+    """What snapshot evidence said when it was observed (an estimate scaled by the node's hit rate)."""
+    return evidence.tokens * hit_rate if evidence.source is EvidenceSource.ESTIMATE else float(evidence.tokens)
+
+
 def decayed_tokens(evidence: CacheEvidence, now: float, half_life_s: float | None, hit_rate: float) -> float:
     if evidence.source is EvidenceSource.KV_EVENTS:
         return float(evidence.tokens)
-    tokens = evidence.tokens * hit_rate if evidence.source is EvidenceSource.ESTIMATE else float(evidence.tokens)
+    tokens = snapshot_tokens(evidence, hit_rate)
     if half_life_s is None:
         return tokens
     age = max(0.0, now - evidence.observed_at)
@@ -41,10 +50,12 @@ def node_half_life(node: Node, settings: CoreSettings) -> float | None:
     return node.credit_half_life_s or settings.credit_half_life_s
 
 
-def best_evidence(evidence: tuple[CacheEvidence, ...]) -> dict[NodeId, CacheEvidence]:
-    """Per node, the evidence of the best source; the newest among equals."""
+def best_evidence(evidence: tuple[CacheEvidence, ...], tier: Tier = "GPU") -> dict[NodeId, CacheEvidence]:
+    """Per node, the evidence about `tier` of the best source; the newest among equals."""
     best: dict[NodeId, CacheEvidence] = {}
     for item in evidence:
+        if item.tier != tier:
+            continue
         held = best.get(item.node)
         if held is None or (item.source, -item.observed_at) < (held.source, -held.observed_at):
             best[item.node] = item
@@ -54,8 +65,8 @@ def best_evidence(evidence: tuple[CacheEvidence, ...]) -> dict[NodeId, CacheEvid
 def with_evidence(
     evidence: tuple[CacheEvidence, ...], new: CacheEvidence, settings: CoreSettings
 ) -> tuple[CacheEvidence, ...]:
-    """Record `new`, replacing older evidence of the same node and source; keep the most recent nodes only."""
-    kept = [e for e in evidence if not (e.node == new.node and e.source == new.source)]
+    """Record `new`, replacing older evidence of the same node, source and tier; keep the most recent nodes only."""
+    kept = [e for e in evidence if not (e.node == new.node and e.source == new.source and e.tier == new.tier)]
     kept.append(new)
     newest_by_node: dict[NodeId, float] = {}
     for e in kept:
@@ -64,12 +75,32 @@ def with_evidence(
     return tuple(e for e in kept if e.node in keep_nodes)
 
 
-def next_drop(evidence: CacheEvidence, units: int, unit: int, half_life_s: float | None, hit_rate: float) -> float:
-    """When decayed evidence worth `units` whole units now falls below them (`math.inf`: never)."""
-    if units <= 0 or half_life_s is None or evidence.source is EvidenceSource.KV_EVENTS:
+def next_drop(tokens: float, observed_at: float, units: int, unit: int, half_life_s: float | None) -> float:
+    """When `tokens` observed at `observed_at`, decaying with `half_life_s` (None: never), fall below `units` whole
+    units (`math.inf`: never)."""
+    if units <= 0 or half_life_s is None:
         return math.inf
-    tokens = evidence.tokens * hit_rate if evidence.source is EvidenceSource.ESTIMATE else float(evidence.tokens)
-    return evidence.observed_at + half_life_s * math.log2(tokens / (units * unit)) - STEP_MARGIN_S
+    return observed_at + half_life_s * math.log2(tokens / (units * unit)) - STEP_MARGIN_S
+
+
+def hbm_credit(session: Session, ctx: SignalContext, decay: bool) -> tuple[dict[NodeId, float], float]:
+    """Per node of the context, the tokens of `session`'s prefix its HBM holds by the best evidence, and when the
+    first of them falls below its whole units (`math.inf`: never)."""
+    held: dict[NodeId, float] = {}
+    earliest = math.inf
+    unit = ctx.settings.credit_unit_tokens
+    for node_id, evidence in best_evidence(session.evidence).items():
+        node = ctx.nodes.get(node_id)
+        if node is None:
+            continue
+        half_life = node_half_life(node, ctx.settings) if decay else None
+        tokens = decayed_tokens(evidence, ctx.now, half_life, node.prefix_hit_rate)
+        held[node_id] = tokens
+        if evidence.source is not EvidenceSource.KV_EVENTS:
+            observed = snapshot_tokens(evidence, node.prefix_hit_rate)
+            drop = next_drop(observed, evidence.observed_at, int(tokens // unit), unit, half_life)
+            earliest = min(earliest, drop)
+    return held, earliest
 
 
 class CacheCredit:
@@ -82,8 +113,11 @@ class CacheCredit:
     node_dependent = True
     node_fields: tuple[str, ...] = ("prefix_hit_rate", "credit_half_life_s")
 
-    def __init__(self, decay: bool = True) -> None:
+    def __init__(self, decay: bool = True, workflow: bool = True) -> None:
         self.decay = decay
+        self.workflow = workflow
+        """Raise credit to what the session's workflow relatives hold of its prefix (`workflow.py`);
+        False is `tao-no-workflow`."""
         self._last: tuple[Session, SignalContext, dict[NodeId, int], float] | None = None
 
     def base(self, session: Session, ctx: SignalContext) -> int:
@@ -103,14 +137,9 @@ class CacheCredit:
         earliest = math.inf
         if session.evidence:
             unit = ctx.settings.credit_unit_tokens
-            for node_id, evidence in best_evidence(session.evidence).items():
-                node = ctx.nodes.get(node_id)
-                if node is None:
-                    continue
-                half_life = node_half_life(node, ctx.settings) if self.decay else None
-                units = int(decayed_tokens(evidence, ctx.now, half_life, node.prefix_hit_rate) // unit)
-                if units > 0:
-                    credits[node_id] = units
-                    earliest = min(earliest, next_drop(evidence, units, unit, half_life, node.prefix_hit_rate))
+            held, earliest = hbm_credit(session, ctx, self.decay)
+            credits = {node_id: int(tokens // unit) for node_id, tokens in held.items() if tokens >= unit}
+        if self.workflow and ctx.workflows is not None:
+            credits, earliest = ctx.workflows.with_relatives(session, ctx, credits, earliest, decay=self.decay)
         self._last = (session, ctx, credits, earliest)
         return credits, earliest
