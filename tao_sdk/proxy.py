@@ -10,8 +10,10 @@ with spaces, is replaced by a stable digest of it); the agent context comes from
 `x-agent-expected-tools` (comma-separated) on every model call, sent with that call's acquire and never forwarded to
 the node (the other `x-agent-*` headers pass through as they always did). The proxy registers the session,
 acquires a node, forwards the request (streaming passed through chunk by chunk), reads usage as it passes and
-reports `llm_end`: the same `AsyncRouter` as the SDK, so it fails open the same way. With the coordinator
-unreachable and no node known (`--nodes`), a model call is answered 503.
+reports `llm_end`: the same `AsyncRouter` as the SDK, so it fails open the same way. Without `--nodes`, the proxy
+learns the fleet's node URLs from the coordinator (`GET /v1/nodes`, at start and every `NODE_REFRESH_S`) and keeps
+the last list it got, so it fails open to them when the coordinator goes away. With the coordinator unreachable and
+no node known, a model call is answered 503.
 
 It also relays tool events from hook processes on `POST /tao/v1/events` (loopback only): the proxy owns each
 session's coordinator token, so hooks need none. Sessions idle for `idle_close_s` are closed.
@@ -27,7 +29,7 @@ import json
 import logging
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import aiohttp
@@ -54,6 +56,10 @@ STEP_HEADERS = {"x-agent-step-id", "x-agent-expected-tools"}
 FORWARD_DROPPED = HOP_HEADERS | STEP_HEADERS
 """Headers of a model call the proxy does not send on to the node."""
 _VALID_SESSION_ID = re.compile(SESSION_ID_PATTERN)
+NODE_REFRESH_S = 30.0
+"""How often the proxy asks the coordinator for the fleet's nodes when not given `--nodes`."""
+NODE_RETRY_S = 2.0
+"""How soon it asks again while it has not learned any."""
 
 
 @dataclass
@@ -79,6 +85,13 @@ class RoutingProxy:
         self.sessions: dict[str, _Session] = {}
         self.http: aiohttp.ClientSession | None = None
         self._reaper: asyncio.Task[None] | None = None
+        self._learner: asyncio.Task[None] | None = None
+        self.learned_nodes: tuple[str, ...] = ()
+        """Node URLs the coordinator last listed (used only without `--nodes`)."""
+
+    @property
+    def fallback_nodes(self) -> tuple[str, ...]:
+        return self.config.fallback_nodes or self.learned_nodes
 
     # -- sessions --------------------------------------------------------------------------------------------------
 
@@ -96,7 +109,7 @@ class RoutingProxy:
                 token=self.config.token,
                 context=context,
                 session_id=session_id,
-                fallback_nodes=self.config.fallback_nodes,
+                fallback_nodes=self.fallback_nodes,
                 **self.config.options,
             )
             session = self.sessions[session_id] = _Session(AsyncRouter(config), time.monotonic())
@@ -112,6 +125,27 @@ class RoutingProxy:
                 if session.last_used < cutoff:
                     del self.sessions[session_id]
                     await session.router.close()
+
+    async def _learn_nodes(self) -> None:
+        """Keep `learned_nodes` to what the coordinator lists, and every session's fail-open list with it."""
+        assert self.http is not None and self.config.coordinator is not None
+        url = self.config.coordinator.rstrip("/") + "/v1/nodes"
+        headers = {"Authorization": f"Bearer {self.config.token}"} if self.config.token else {}
+        while True:
+            try:
+                async with self.http.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=5)) as reply:
+                    reply.raise_for_status()
+                    body = await reply.json()
+                listed = [protocol.NodeInfo.model_validate(node) for node in body["nodes"]]
+                nodes = tuple(sorted(node.url.rstrip("/") for node in listed))
+                if nodes and nodes != self.learned_nodes:
+                    log.info("tao proxy: fail-open nodes from the coordinator: %s", ", ".join(nodes))
+                    self.learned_nodes = nodes
+                    for session in self.sessions.values():
+                        session.router.config = replace(session.router.config, fallback_nodes=nodes)
+            except (TimeoutError, aiohttp.ClientError, ValueError, KeyError, TypeError) as error:
+                log.debug("tao proxy: could not list the coordinator's nodes: %s", error)
+            await asyncio.sleep(NODE_REFRESH_S if self.learned_nodes else NODE_RETRY_S)
 
     # -- forwarding ------------------------------------------------------------------------------------------------
 
@@ -219,8 +253,12 @@ class RoutingProxy:
     async def _lifecycle(self, app: web.Application) -> Any:
         self.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=5))
         self._reaper = asyncio.create_task(self._reap())
+        if self.config.coordinator and not self.config.fallback_nodes:
+            self._learner = asyncio.create_task(self._learn_nodes())
         yield
         self._reaper.cancel()
+        if self._learner is not None:
+            self._learner.cancel()
         for session in self.sessions.values():
             await session.router.close()
         await self.http.close()

@@ -84,11 +84,11 @@ def test_the_mini_cli_runs_with_the_example_config(coordinator, fleet, tmp_path)
     mini = shutil.which("mini") or str(Path(sys.executable).parent / "mini")
     before = served(fleet)
     trajectory = tmp_path / "run.traj.json"
-    configs = ["mini.yaml", str(EXAMPLE_CONFIG), f"model.tao.coordinator={coordinator.url}"]
+    configs = ["mini.yaml", str(EXAMPLE_CONFIG)]  # the coordinator from the environment, as docs/integrations.md says
     configs += ["environment.timeout=9", f"environment.cwd={tmp_path}"]
     command = [mini, "-m", f"hosted_vllm/{MODEL}", "-t", f"mini hello ({uuid.uuid4().hex[:8]})", "-y"]
     command += ["--exit-immediately", "-o", str(trajectory)] + [arg for spec in configs for arg in ("-c", spec)]
-    env = python_env(TAO_TOKEN=coordinator.token, **MINI_ENV)
+    env = python_env(TAO_COORDINATOR=coordinator.url, TAO_TOKEN=coordinator.token, **MINI_ENV)
     completed = subprocess.run(
         command, env=env, capture_output=True, stdin=subprocess.DEVNULL, timeout=180, check=False
     )

@@ -179,6 +179,24 @@ def test_without_a_coordinator_the_proxy_routes_on_its_own(fleet):
         assert [m.id for m in client.models.list().data] == [MODEL]
 
 
+def test_without_nodes_the_proxy_learns_them_from_the_coordinator_and_fails_open_to_them(fleet, coordinator):
+    with (
+        ThreadedProxy(ProxyConfig(coordinator.url, coordinator.token)) as proxy,
+        openai.OpenAI(base_url=proxy.url + "/v1", api_key="x", max_retries=0) as client,
+    ):
+        deadline = time.monotonic() + 10
+        while proxy.proxy.learned_nodes != tuple(sorted(fleet.urls)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proxy.proxy.learned_nodes == tuple(sorted(fleet.urls))
+        coordinator.stop()
+        # a new session, so it has no last node to fall back on: only the learned list can route it
+        headers = {"x-session-affinity": "ses_after_the_coordinator_left"}
+        reply = client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "x"}], max_tokens=2, extra_headers=headers
+        )
+        assert reply.usage.completion_tokens == 2
+
+
 def test_with_no_coordinator_and_no_node_a_call_is_answered_503():
     with (
         ThreadedProxy(ProxyConfig("http://127.0.0.1:9")) as proxy,
