@@ -13,6 +13,7 @@ from tao_coordinator.core.model import AgentContext, CacheEvidence, EvidenceSour
 from tao_coordinator.core.node_rates import NodeRateFit
 from tao_coordinator.core.policies import make_policy
 from tao_coordinator.core.policies.admission import FastAdmit
+from tao_coordinator.core.policies.tao import tier_reach
 from tao_coordinator.core.settings import CoreSettings
 from tao_coordinator.core.signals import CacheCredit, SignalContext, TierCredit
 from tao_coordinator.core.signals.tier import cpu_hit_worth, cpu_retention_s
@@ -162,3 +163,27 @@ def test_a_residency_names_a_tier_vllm_has() -> None:
         CacheResidency("a", "s", 10, "DISK")  # type: ignore[arg-type]
     with pytest.raises(InvalidEvent, match="prefill_seconds"):
         EngineCounters(prefill_seconds=-1.0)
+
+
+def test_a_cpu_tier_stretches_what_tao_may_fill_on_a_node_by_its_worth_and_tao_no_tier_does_not() -> None:
+    counters = EngineCounters(
+        prefill_tokens_computed=40_000, prefill_seconds=2.0, offload_load_tokens=400_000, offload_load_seconds=2.0
+    )
+    targets = {}
+    for name in ("tao", "tao-no-tier"):
+        core = Coordinator(make_policy(name), SETTINGS)
+        for now in (0.0, 10.0):
+            update = NodeUpdate(
+                "a", 100_000, cpu_capacity_tokens=400_000, counters=counters if now else EngineCounters()
+            )
+            core.on_event(update, now)
+        targets[name] = core.state.nodes["a"].utilization_target
+    # worth 14/16 (an idle link), a tier four times HBM: the target is stretched by 1 + 0.875 × 4
+    assert targets["tao"] == pytest.approx(SETTINGS.utilization_target * (1 + 14 / 16 * 4))
+    assert targets["tao-no-tier"] == SETTINGS.utilization_target
+    assert tier_reach(Node("b", 100_000)) == 1.0
+    assert tier_reach(tiered(worth=0.0)) == 1.0  # a congested link: the HBM bound again
+
+
+def test_an_idle_nodes_tier_keeps_a_prefix_long_but_not_forever() -> None:
+    assert cpu_retention_s(400_000, NodeRates(new_kv_tokens_per_s=1e-310)) == 2.0**16

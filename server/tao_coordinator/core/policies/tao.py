@@ -119,7 +119,8 @@ class TaoPolicy:
     ) -> float | None:
         if self.admission == "static":
             return None
-        return self._target.target(previous, node, settings, now, pool_tokens)
+        target = self._target.target(previous, node, settings, now, pool_tokens)
+        return target * tier_reach(node) if self._fast.tier else target
 
     def cache_kept(self, node_id: NodeId, asked_tokens: int, kept_tokens: int, now: float) -> None:
         if self.admission == "adaptive":
@@ -128,6 +129,21 @@ class TaoPolicy:
     def observe(self, event: Event, now: float) -> None:
         if isinstance(event, NodeRemoved):
             self._target.forget(event.node_id)
+
+
+def tier_reach(node: Node) -> float:
+    """How far a node's CPU tier lets the planner fill it: 1 + worth × tier / HBM, relative to HBM alone.
+
+    The planner bounds a node's holders by its HBM so that the caches of sessions waiting on tools survive there
+    until they call again: without a tier an evicted cache is recomputed. With one, it is loaded back at a cost the
+    tier's worth prices (`signals/tier.py`), so a holder's cache may wait in the tier through its tool, and places
+    are worth granting up to HBM plus the tier at that worth. A congested link (worth 0) gives nothing: the HBM
+    bound is the right one again. vLLM still preempts when the calls running at once outgrow HBM, and the adaptive
+    target this multiplies falls with every preemption. A controller that stretched less while vLLM queued calls
+    and more while TAO's pool waited measured worse (docs/benchmarks.md, the CPU tier)."""
+    if node.cpu_capacity_tokens <= 0 or node.capacity_tokens <= 0:
+        return 1.0
+    return 1.0 + node.cpu_hit_worth * node.cpu_capacity_tokens / node.capacity_tokens
 
 
 def value(

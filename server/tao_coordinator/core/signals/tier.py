@@ -40,6 +40,8 @@ from .cache_credit import best_evidence, next_drop, node_half_life, snapshot_tok
 
 WORTH_STEPS = 16
 RETENTION_STEPS_PER_DOUBLING = 4
+LONGEST_RETENTION_S = 2.0**16
+"""An idle node's turnover rate decays towards 0; its tier then keeps a prefix for about this long (18 h) at most."""
 
 
 def cpu_hit_worth(rates: NodeRates, prior: float) -> float:
@@ -53,7 +55,7 @@ def cpu_hit_worth(rates: NodeRates, prior: float) -> float:
 def cpu_retention_s(cpu_capacity_tokens: int, rates: NodeRates) -> float | None:
     if cpu_capacity_tokens <= 0 or rates.new_kv_tokens_per_s <= 0:
         return None
-    half_life = math.log(2) * cpu_capacity_tokens / rates.new_kv_tokens_per_s
+    half_life = min(math.log(2) * cpu_capacity_tokens / rates.new_kv_tokens_per_s, LONGEST_RETENTION_S)
     return math.pow(2.0, round(math.log2(half_life) * RETENTION_STEPS_PER_DOUBLING) / RETENTION_STEPS_PER_DOUBLING)
 
 
