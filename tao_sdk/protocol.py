@@ -199,3 +199,93 @@ class SessionInfo(_Body):
     """The step of the session's latest acquire that named one."""
     expected_next_tools: list[str] = Field(default_factory=list)
     """As registered, or as the latest acquire that named them replaced them."""
+
+
+class TimelinePhase(_Body):
+    """One span of a session's life in one phase (and on one node, or none)."""
+
+    phase: str
+    since: float
+    """Unix time the span began."""
+    until: float | None = None
+    """Unix time it ended; None for the span the session is in now."""
+    node: str | None = None
+    """The node the session held during the span."""
+
+
+class TimelineTool(_Body):
+    call_id: str
+    tool: str
+    program: str | None = None
+    started_at: float
+    predicted_s: float
+    """The duration the coordinator forecast at the start (its readiness rule's prediction)."""
+    prediction: str
+    """Which rule made the prediction: forecast, hint, tool, global, default."""
+    ended_at: float | None = None
+    actual_s: float | None = None
+    """As the client reported it, else measured by the coordinator; None while the tool runs."""
+    status: str | None = None
+
+
+class TimelineWait(_Body):
+    """Time spent in WAITING, from the acquire that found no place until a place was given."""
+
+    since: float
+    seconds: float | None = None
+    """None while the session still waits."""
+    node: str | None = None
+    """Where it was placed; None while it waits, or when it closed waiting."""
+
+
+class TimelineCall(_Body):
+    node: str
+    ended_at: float
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    completion_tokens: int | None = None
+    ttft_s: float | None = None
+    duration_s: float | None = None
+    error: str | None = None
+
+
+class TimelineDecision(_Body):
+    """A place given or taken: by a plan (its number and solver method), by fast admission, or by a router."""
+
+    at: float
+    kind: Literal["admitted", "interrupted", "moved", "routed"]
+    node: str | None = None
+    from_node: str | None = None
+    """For a move: the node the session left."""
+    by: str
+    """`plan`, `fast-admission` or `router`."""
+    plan: int | None = None
+    method: str | None = None
+    value: list[int] | None = None
+    """The session's value tuple on `node` (on the node it lost, for an interruption) as the plan saw it, when the
+    policy has a value model; the components are named by the decision log's `signals`."""
+
+
+class SessionTimeline(_Body):
+    """`GET /v1/sessions/{id}`: what the coordinator saw of a session and decided for it, live or recently closed.
+    Each list keeps the session's latest entries only (`timeline_entries` in all); `truncated` counts those dropped."""
+
+    session_id: str
+    harness: str
+    model: str = ""
+    workflow_id: str = ""
+    parent_session_id: str = ""
+    open: bool
+    phase: str
+    node: str | None = None
+    registered_at: float
+    closed_at: float | None = None
+    closed_by: Literal["client", "lease"] | None = None
+    nodes: list[str] = Field(default_factory=list)
+    """Every node the session held a place on, first held first."""
+    phases: list[TimelinePhase] = Field(default_factory=list)
+    tools: list[TimelineTool] = Field(default_factory=list)
+    waits: list[TimelineWait] = Field(default_factory=list)
+    calls: list[TimelineCall] = Field(default_factory=list)
+    decisions: list[TimelineDecision] = Field(default_factory=list)
+    truncated: int = 0

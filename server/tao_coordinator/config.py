@@ -6,6 +6,7 @@ host = "127.0.0.1"
 port = 8700
 token = "…"                 # or $TAO_TOKEN; required unless insecure_no_auth on loopback
 state_dir = "~/.local/state/tao"
+log_level = "info"          # debug, info, warning or error
 
 [fleet]
 scrape_interval_s = 2.0
@@ -69,6 +70,9 @@ class ServerConfig(_Section):
     max_connections: int = Field(default=4096, ge=1)
     """Open client connections at most; a connection past it is closed as soon as it is accepted."""
     log_format: Literal["text", "json"] = "text"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    """`info` logs every decision (`tao.decisions`: plans that changed a place, fast admissions); `warning` only
+    problems."""
     acquire_wait_s: float = Field(default=30.0, gt=0, le=600)
     """Upper bound on how long one acquire call blocks (the client's wait_s is capped by it)."""
 

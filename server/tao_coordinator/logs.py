@@ -6,16 +6,26 @@ import json
 import logging
 import time
 
+LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+"""`--log-level` and `server.log_level`: the level names an operator may give."""
+
 
 class JsonFormatter(logging.Formatter):
+    """One JSON object per line. A record with a `decision` (the decision log, `web/decisions.py`) is that object,
+    with the time, level and logger in front, in place of the message."""
+
     def format(self, record: logging.LogRecord) -> str:
-        entry = {
+        entry: dict[str, object] = {
             "ts": round(record.created, 3),
             "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "message": record.getMessage(),
         }
+        decision = getattr(record, "decision", None)
+        if isinstance(decision, dict):
+            entry.update(decision)
+        else:
+            entry["message"] = record.getMessage()
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry)
@@ -33,7 +43,7 @@ class MalformedRequests(logging.Filter):
         return not isinstance(error, HttpProcessingError) or logging.getLogger().isEnabledFor(logging.DEBUG)
 
 
-def configure(log_format: str = "text", level: int = logging.INFO) -> None:
+def configure(log_format: str = "text", level: str = "info") -> None:
     handler = logging.StreamHandler()
     if log_format == "json":
         handler.setFormatter(JsonFormatter())
@@ -41,7 +51,7 @@ def configure(log_format: str = "text", level: int = logging.INFO) -> None:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level)
+    root.setLevel(LEVELS[level])
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
     server = logging.getLogger("aiohttp.server")
     if not any(isinstance(f, MalformedRequests) for f in server.filters):

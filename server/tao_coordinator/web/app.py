@@ -42,6 +42,7 @@ def create_app(config: CoordinatorConfig) -> web.Application:
     router.add_post("/v1/events", post_events)
     router.add_get("/v1/nodes", handlers.get_nodes)
     router.add_get("/v1/sessions", handlers.get_sessions)
+    router.add_get("/v1/sessions/{session_id}", handlers.get_session)
     router.add_get("/metrics", handlers.get_metrics)
     router.add_get("/healthz", handlers.get_healthz)
     router.add_get("/openapi.json", openapi)

@@ -11,7 +11,7 @@ from tao_sdk.listening import cannot_listen, listen
 
 from ..config import ConfigError, load_config
 from ..core.policies import POLICIES
-from ..logs import configure
+from ..logs import LEVELS, configure
 from .app import create_app
 from .serve import serve
 
@@ -32,6 +32,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a vLLM node, in addition to the config file's (repeatable)",
     )
     parser.add_argument("--log-format", choices=["text", "json"], help="log lines as text or JSON (text)")
+    parser.add_argument(
+        "--log-level",
+        type=str.lower,
+        choices=list(LEVELS),
+        help="least severe lines logged: info shows every decision, warning only problems (info)",
+    )
 
 
 def node_overrides(specs: list[str]) -> list[dict[str, Any]]:
@@ -59,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
             "server.token": args.token,
             "server.insecure_no_auth": args.insecure_no_auth,
             "server.log_format": args.log_format,
+            "server.log_level": args.log_level,
             "policy.name": args.policy,
         }
         config = load_config(args.config, overrides, node_overrides(args.node))
@@ -70,6 +77,6 @@ def run(args: argparse.Namespace) -> int:
     except OSError as error:
         print(cannot_listen("tao coordinator", config.server.host, config.server.port, error), file=sys.stderr)
         return 1
-    configure(config.server.log_format)
+    configure(config.server.log_format, config.server.log_level)
     serve(create_app(config), config.server, sock)
     return 0

@@ -190,6 +190,15 @@ async def get_sessions(request: web.Request) -> web.Response:
     return web.json_response({"sessions": sessions})
 
 
+async def get_session(request: web.Request) -> web.Response:
+    """A session's timeline (`timeline.py`), live or closed not long ago; 404 for one never seen or long gone."""
+    require_api(request)
+    timeline = _service(request).timelines.view(_session_id(request))
+    if timeline is None:
+        raise RequestError(404, "no such session, or closed too long ago to be kept", "session_id")
+    return _json(timeline)
+
+
 async def get_metrics(request: web.Request) -> web.Response:
     body = _service(request).metrics.exposition()
     return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})

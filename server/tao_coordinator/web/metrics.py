@@ -1,8 +1,15 @@
 """The coordinator's own `/metrics` (Prometheus text format, via prometheus-client, in a private registry).
 
-Event-driven figures are counters and histograms updated as things happen; figures about the current state
-(sessions by phase, planner outcomes, node capacity and use) are read from the core at scrape time by a collector,
-so they can never drift from the state they describe.
+Event-driven figures are counters and histograms updated as things happen (`ServiceMetrics.on_event` sees every
+event the core accepted with the actions it returned; `tool_ended` sees a tool's prediction next to its duration);
+figures about the current state (sessions by phase, planner outcomes and methods, node capacity and use) are read
+from the core at scrape time by a collector, so they can never drift from the state they describe. The core itself
+knows nothing of Prometheus.
+
+Names follow prometheus-client and vLLM: a `tao_` prefix, base units in the name (`_seconds`, `_tokens`), counters
+exposed with `_total`. The policy is not a label of every series: `tao_info{policy}` carries it, to be joined on
+`instance` (see integrations/grafana/). Label values are bounded: nodes come from the configuration, tool names are
+normalised as the forecast learns them (`normalise_tool`) and capped at `TOOL_LABELS` distinct ones (then `other`).
 """
 
 from __future__ import annotations
@@ -11,12 +18,17 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Histogram, Info, generate_latest
 from prometheus_client import Counter as PromCounter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ..core.model import Phase
+from .. import __version__
+from ..core.actions import Action, Admit, Expired, Interrupt, Route
+from ..core.events import Acquire, Close, Event, LlmEnd, Register, ToolStart
+from ..core.forecast.keys import normalise_tool
+from ..core.model import Phase, RunningTool
+from ..core.plan import PlanFinished
 from ..core.signals.cache_credit import node_half_life
 from ..fleet.poller import NodeObservation
 
@@ -25,6 +37,10 @@ if TYPE_CHECKING:
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 ESTIMATE_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600)
+WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+RATIO_BUCKETS = (0.1, 0.25, 0.5, 0.8, 1.25, 2, 4, 10)
+TOOL_LABELS = 50
+"""Distinct `tool` label values; later tools are counted as `other`."""
 
 
 class _StateCollector(Collector):
@@ -48,6 +64,12 @@ class _StateCollector(Collector):
         yield CounterMetricFamily(
             "tao_plans_uncertified", "Plans the solver did not prove optimal.", value=stats.uncertified
         )
+        methods = CounterMetricFamily(
+            "tao_plans_solved", "Plans finished, by how the solver decided (see core/plan.py).", labels=["method"]
+        )
+        for method, count in sorted(stats.by_method.items()):
+            methods.add_metric([method], count)
+        yield methods
         yield from self._nodes()
         yield from self._half_lives()
         yield from self._forecast()
@@ -116,28 +138,127 @@ class _StateCollector(Collector):
         yield from (used, fitted, observations)
 
 
+class _ToolNames:
+    """Tool names as label values: normalised, at most `limit` distinct ones, `other` after that."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.seen: set[str] = set()
+
+    def __call__(self, tool: str) -> str:
+        name = normalise_tool(tool)[:64]
+        if name not in self.seen:
+            if len(self.seen) >= self.limit:
+                return "other"
+            self.seen.add(name)
+        return name
+
+
 class ServiceMetrics:
     def __init__(self, service: CoordinatorService) -> None:
+        self.service = service
         self.registry = CollectorRegistry()
         self._state = _StateCollector(service)
         self.registry.register(self._state)
-        self.admissions = PromCounter("tao_admissions", "Places granted.", registry=self.registry)
-        self.interruptions = PromCounter("tao_interruptions", "Places taken away.", registry=self.registry)
+        self._tool = _ToolNames(TOOL_LABELS)
+        self._wanting: dict[str, float] = {}
+        """Sessions whose acquire is waiting for a place, and since when."""
+        registry = self.registry
+        Info("tao", "The coordinator's policy and version.", registry=registry).info(
+            {"policy": service.config.policy.name, "version": __version__}
+        )
+        self.sessions_registered = PromCounter("tao_sessions_registered", "Sessions registered.", registry=registry)
+        self.sessions_closed = PromCounter(
+            "tao_sessions_closed", "Sessions ended: closed by the client, or expired.", ["reason"], registry=registry
+        )
+        self.admissions = PromCounter(
+            "tao_admissions",
+            "Places granted, by node and kind: planned (by a plan) or fast (at the acquire, without a plan).",
+            ["node", "kind"],
+            registry=registry,
+        )
+        self.interruptions = PromCounter("tao_interruptions", "Places taken away.", ["node"], registry=registry)
+        self.llm_calls = PromCounter(
+            "tao_llm_calls",
+            "LLM calls ended, by node and outcome (ok or error).",
+            ["node", "outcome"],
+            registry=registry,
+        )
+        self.tool_starts = PromCounter("tao_tool_starts", "Tool calls started.", ["tool"], registry=registry)
+        self.tool_ends = PromCounter(
+            "tao_tool_ends", "Tool calls ended, by status (ok, error, timeout).", ["tool", "status"], registry=registry
+        )
         self.plan_seconds = Histogram(
-            "tao_plan_seconds", "Time to solve one plan.", buckets=LATENCY_BUCKETS, registry=self.registry
+            "tao_plan_seconds", "Time to solve one plan.", buckets=LATENCY_BUCKETS, registry=registry
         )
         self.acquire_wait_seconds = Histogram(
             "tao_acquire_wait_seconds",
-            "Time an acquire waited for a place.",
+            "Time one acquire request waited for its answer (a client asks again after a `waiting` answer).",
             buckets=LATENCY_BUCKETS,
-            registry=self.registry,
+            registry=registry,
+        )
+        self.llm_wait_seconds = Histogram(
+            "tao_llm_wait_seconds",
+            "Time from a session's acquire to its place on a node, over every re-asked acquire: 0 when it held one.",
+            buckets=WAIT_BUCKETS,
+            registry=registry,
         )
         self.estimator_error_seconds = Histogram(
             "tao_estimator_abs_error_seconds",
             "|predicted − actual| tool duration.",
+            ["tool"],
             buckets=ESTIMATE_BUCKETS,
-            registry=self.registry,
+            registry=registry,
         )
+        self.estimator_ratio = Histogram(
+            "tao_estimator_ratio",
+            "Predicted / actual tool duration (actual at least 1 ms); 1 is exact.",
+            ["tool"],
+            buckets=RATIO_BUCKETS,
+            registry=registry,
+        )
+        self.tool_seconds = Histogram(
+            "tao_tool_duration_seconds", "Tool durations.", ["tool"], buckets=ESTIMATE_BUCKETS, registry=registry
+        )
+
+    def on_event(self, event: Event | PlanFinished, actions: list[Action], now: float) -> None:
+        """Count an event the core accepted at `now`, and the actions it returned."""
+        match event:
+            case Register():
+                self.sessions_registered.inc()
+            case Close():
+                self.sessions_closed.labels("closed").inc()
+                self._wanting.pop(event.session_id, None)
+            case ToolStart():
+                self.tool_starts.labels(self._tool(event.tool)).inc()
+            case LlmEnd():
+                self.llm_calls.labels(event.node_id, "ok" if event.error is None else "error").inc()
+            case Acquire():
+                session = self.service.coordinator.state.sessions.get(event.session_id)
+                routed = any(isinstance(action, Route) for action in actions)
+                if routed and session is not None and session.node is not None and session.placed_at == now:
+                    self.admissions.labels(session.node, "fast").inc()  # it held no place there before
+                if not routed:
+                    self._wanting.setdefault(event.session_id, now)
+        for action in actions:
+            match action:
+                case Admit():
+                    self.admissions.labels(action.node, "planned").inc()
+                case Interrupt():
+                    self.interruptions.labels(action.node).inc()
+                case Route():
+                    self.llm_wait_seconds.observe(now - self._wanting.pop(action.session_id, now))
+                case Expired():
+                    self.sessions_closed.labels("expired").inc()
+                    self._wanting.pop(action.session_id, None)
+
+    def tool_ended(self, running: RunningTool, duration: float, status: str) -> None:
+        tool = self._tool(running.tool)
+        predicted = running.predicted_end - running.started_at
+        self.tool_ends.labels(tool, status).inc()
+        self.tool_seconds.labels(tool).observe(duration)
+        self.estimator_error_seconds.labels(tool).observe(abs(predicted - duration))
+        self.estimator_ratio.labels(tool).observe(predicted / max(duration, 0.001))
 
     def observe_node(self, observation: NodeObservation) -> None:
         self._state.node_load[observation.name] = observation

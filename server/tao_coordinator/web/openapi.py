@@ -64,13 +64,14 @@ OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, int, type[BaseMode
     ),
 ]
 
-# (path, summary, needs the API token)
-READS = [
-    ("/v1/nodes", "Nodes of the fleet", True),
-    ("/v1/sessions", "Live sessions", True),
-    ("/healthz", "Liveness", False),
-    ("/metrics", "Prometheus metrics", False),
-    ("/openapi.json", "This description", False),
+# (path, summary, needs the API token, response body)
+READS: list[tuple[str, str, bool, type[BaseModel] | None]] = [
+    ("/v1/nodes", "Nodes of the fleet", True, None),
+    ("/v1/sessions", "Live sessions", True, None),
+    ("/v1/sessions/{session_id}", "A session's timeline, live or recently closed", True, protocol.SessionTimeline),
+    ("/healthz", "Liveness", False, None),
+    ("/metrics", "Prometheus metrics", False, None),
+    ("/openapi.json", "This description", False, None),
 ]
 OPEN = {("post", "/v1/events")}
 """Operations that take no bearer token in the header: `/v1/events` carries one per event."""
@@ -79,6 +80,7 @@ OPEN = {("post", "/v1/events")}
 def build_spec() -> dict[str, Any]:
     models: list[type[BaseModel]] = [
         *{m for _, _, _, request, _, response, _ in OPERATIONS for m in (request, response) if m is not None},
+        *{response for *_, response in READS if response is not None},
         protocol.ErrorBody,
     ]
     _, schemas = models_json_schema(
@@ -98,8 +100,14 @@ def build_spec() -> dict[str, Any]:
         if (method, path) in OPEN:
             operation["security"] = []
         paths.setdefault(path, {})[method] = operation
-    for path, summary, guarded in READS:
-        read: dict[str, Any] = {"summary": summary, "responses": {"200": {"description": "OK"}}}
+    for path, summary, guarded, response in READS:
+        ok: dict[str, Any] = {"description": "OK"}
+        if response is not None:
+            ok["content"] = {"application/json": {"schema": {"$ref": f"#/components/schemas/{response.__name__}"}}}
+        read: dict[str, Any] = {"summary": summary, "responses": {"200": ok}}
+        if "{session_id}" in path:
+            read["parameters"] = [SESSION]
+            read["responses"]["404"] = {"description": "never seen, or closed too long ago to be kept"}
         if not guarded:
             read["security"] = []
         # /v1/sessions is also the registration path: a read is added beside it, never over it

@@ -9,7 +9,9 @@ Invariants:
 - a lease lives as long as the session's place in an LLM call: calls that overlap a running one (harness side
   calls) get the same lease, so each of their `llm_end`s is accepted;
 - session tokens live here (issued by `tokens.py`), not in the core: they authenticate, they are not scheduling
-  state.
+  state;
+- what was decided is told here, not in the core: every fed event goes to the session timelines (`timeline.py`),
+  every applied plan and every admission at an acquire to the decision log (`decisions.py`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import zmq.asyncio
 from tao_sdk import protocol
 
 from ..config import CoordinatorConfig, NodeConfig
-from ..core.actions import Action, Admit, Expired, Interrupt, Route, StartPlan
+from ..core.actions import Action, Expired, Route, StartPlan
 from ..core.coordinator import Coordinator
 from ..core.events import Acquire, CacheResidency, Event, LlmEnd, NodeUpdate, Tick, ToolEnd
 from ..core.forecast import ToolHistory, learned_duration
@@ -40,7 +42,9 @@ from ..fleet.kv_subscriber import KvEventSubscriber
 from ..fleet.poller import NodeObservation, NodePoller
 from ..store import HistoryStore
 from .cache_reports import CacheReports
+from .decisions import DecisionLog, PlanDecision
 from .metrics import ServiceMetrics
+from .timeline import Timelines
 from .tokens import SessionTokens
 
 log = logging.getLogger("tao.coordinator")
@@ -72,6 +76,8 @@ class CoordinatorService:
         policy = make_policy(config.policy.name)
         self.coordinator = Coordinator(policy, config.core, history=history, inline_planning=False)
         self.metrics = ServiceMetrics(self)
+        self.decisions = DecisionLog(policy, config.core)
+        self.timelines = Timelines(self.decisions.acquire_admission)
         self.cache_reports = CacheReports()
         self.session_tokens: dict[str, str] = {}
         self.tokens = SessionTokens.in_state_dir(config.server.state_dir)
@@ -134,9 +140,23 @@ class CoordinatorService:
 
     # -- the core --------------------------------------------------------------------------------------------------
 
-    def feed(self, event: Event | PlanFinished) -> list[Action]:
-        """Hand one event to the core and carry out what it asks. Raises the core's errors unchanged."""
-        actions = self.coordinator.on_event(event, self.now())
+    def feed(self, event: Event | PlanFinished, job: PlanJob | None = None, solve_s: float = 0.0) -> list[Action]:
+        """Hand one event to the core, tell what it decided, and carry out what it asks. Raises the core's errors
+        unchanged. `job` and `solve_s`: the plan job a `PlanFinished` answers, and how long its solve took."""
+        now = self.now()
+        state, stats = self.coordinator.state, self.coordinator.planner.stats
+        session_id: str | None = getattr(event, "session_id", None)
+        before = state.sessions.get(session_id) if session_id is not None else None
+        applied = (stats.applied, stats.cut)
+        actions = self.coordinator.on_event(event, now)
+        self.metrics.on_event(event, actions, now)
+        decision: PlanDecision | None = None
+        if isinstance(event, PlanFinished) and job is not None:
+            outcome = "applied" if stats.applied > applied[0] else "cut" if stats.cut > applied[1] else "dropped"
+            decision = self.decisions.plan(job, event.plan, solve_s, outcome, actions, state)
+        elif isinstance(event, Acquire):
+            self.decisions.acquired(before, actions, state)
+        self.timelines.observe(event, before, state, actions, time.time(), decision)
         for action in actions:
             self._carry_out(action)
         self._schedule_tick()
@@ -153,10 +173,6 @@ class CoordinatorService:
                 self._grant(action.session_id, action.node)
             case StartPlan():
                 self._plan_task = asyncio.ensure_future(self._solve(action.job))
-            case Admit():
-                self.metrics.admissions.inc()
-            case Interrupt():
-                self.metrics.interruptions.inc()
             case Expired():
                 log.info("session %s expired: no event within its lease", action.session_id)
                 self.forget(action.session_id)
@@ -169,7 +185,7 @@ class CoordinatorService:
 
         elapsed, plan = await self.loop.run_in_executor(self._executor, timed)
         self.metrics.plan_seconds.observe(elapsed)
-        self.feed(PlanFinished(job.id, plan))  # type: ignore[arg-type]
+        self.feed(PlanFinished(job.id, plan), job, elapsed)  # type: ignore[arg-type]
 
     def _schedule_tick(self) -> None:
         wake = self.coordinator.next_wakeup()
@@ -256,7 +272,7 @@ class CoordinatorService:
         self.feed(event)
         assert running is not None  # feed() would have raised IllegalTransition
         duration = event.duration_s if event.duration_s is not None else max(0.0, now - running.started_at)
-        self.metrics.estimator_error_seconds.observe(abs(running.predicted_end - running.started_at - duration))
+        self.metrics.tool_ended(running, duration, event.status)
         # what the history learned, so a restart replays the same values
         self.store.record(running.tool, running.program, learned_duration(running.hints, duration), time.time())
 

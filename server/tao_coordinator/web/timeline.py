@@ -1,0 +1,296 @@
+"""Session timelines for `GET /v1/sessions/{id}`: what the coordinator saw of a session and decided for it.
+
+The service hands every event it fed the core to `Timelines.observe`, with the session as it was before the event
+and the actions the core answered; a plan's decisions come with it (`decisions.PlanDecision`). From these the
+timeline keeps the session's phases (a new span whenever its phase or node changes), its tools with the duration
+predicted at the start and the one reported at the end, its waits (from an acquire that found no place until one was
+given), its calls (node, tokens, cached tokens) and the decisions that gave or took its place.
+
+Bounds: a session keeps its latest `ENTRIES` entries, all kinds together (older ones are dropped and counted in
+`truncated`); a closed session's timeline is kept until `CLOSED_KEPT` sessions closed after it. Times are Unix
+times taken when the service fed the event, not the core's clock.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from tao_sdk import protocol
+
+from ..core.actions import Action, Expired, Route
+from ..core.events import Acquire, Close, Event, LlmEnd, Register, ToolEnd, ToolStart
+from ..core.model import Phase, Session
+from ..core.plan import PlanFinished
+from ..core.state import FleetState
+from .decisions import PlanDecision
+
+ENTRIES = 256
+CLOSED_KEPT = 1_000
+
+
+@dataclass(slots=True)
+class _Phase:
+    phase: str
+    since: float
+    node: str | None
+
+
+@dataclass(slots=True)
+class _Tool:
+    call_id: str
+    tool: str
+    program: str | None
+    started_at: float
+    predicted_s: float
+    prediction: str
+    ended_at: float | None = None
+    actual_s: float | None = None
+    status: str | None = None
+
+
+@dataclass(slots=True)
+class _Wait:
+    since: float
+    seconds: float | None = None
+    node: str | None = None
+
+
+@dataclass(slots=True)
+class _Decision:
+    at: float
+    kind: Literal["admitted", "interrupted", "moved", "routed"]
+    node: str | None
+    by: str
+    from_node: str | None = None
+    plan: int | None = None
+    method: str | None = None
+    value: tuple[int, ...] | None = None
+
+
+_Entry = _Phase | _Tool | _Wait | protocol.TimelineCall | _Decision
+
+
+@dataclass(slots=True)
+class _Timeline:
+    session_id: str
+    context: protocol.AgentContext
+    registered_at: float
+    entries: deque[_Entry]
+    truncated: int = 0
+    phase: str = "waiting"
+    node: str | None = None
+    nodes: list[str] = field(default_factory=list)
+    running: dict[str, _Tool] = field(default_factory=dict)
+    wait: _Wait | None = None
+    closed_at: float | None = None
+    closed_by: Literal["client", "lease"] | None = None
+
+    def add(self, entry: _Entry) -> None:
+        if len(self.entries) == self.entries.maxlen:
+            self.truncated += 1
+        self.entries.append(entry)
+
+
+class Timelines:
+    def __init__(self, acquire_admission: str, entries: int = ENTRIES, closed_kept: int = CLOSED_KEPT) -> None:
+        """`acquire_admission`: what gives a session without a place one at its acquire, `fast-admission` or
+        `router` (a policy that does not plan)."""
+        self.acquire_admission = acquire_admission
+        self.entries = entries
+        self.closed_kept = closed_kept
+        self.live: dict[str, _Timeline] = {}
+        self.closed: OrderedDict[str, _Timeline] = OrderedDict()
+
+    def observe(
+        self,
+        event: Event | PlanFinished,
+        before: Session | None,
+        state: FleetState,
+        actions: Sequence[Action],
+        at: float,
+        plan: PlanDecision | None = None,
+    ) -> None:
+        touched = {action.session_id for action in actions if isinstance(action, Route | Expired)}
+        if plan is not None:
+            self._plan(plan, at)
+            touched |= {*plan.admitted, *plan.interrupted, *plan.moved}
+        session_id: str | None = getattr(event, "session_id", None)
+        timeline = self._event(event, before, state, actions, at) if session_id is not None else None
+        if timeline is not None:
+            touched.add(timeline.session_id)
+        for action in actions:
+            if isinstance(action, Expired) and (expired := self.live.get(action.session_id)) is not None:
+                expired.closed_by = "lease"
+        for touched_id in sorted(touched):
+            self._sync(touched_id, state.sessions.get(touched_id), at)
+
+    def _event(
+        self,
+        event: Event | PlanFinished,
+        before: Session | None,
+        state: FleetState,
+        actions: Sequence[Action],
+        at: float,
+    ) -> _Timeline | None:
+        if isinstance(event, Register):
+            self.closed.pop(event.session_id, None)
+            context = protocol.AgentContext(
+                harness=event.context.harness,
+                workflow_id=event.context.workflow_id,
+                parent_session_id=event.context.parent_session_id,
+                model=event.context.model,
+            )
+            timeline = _Timeline(event.session_id, context, at, deque(maxlen=self.entries))
+            self.live[event.session_id] = timeline
+            timeline.add(_Phase("waiting", at, None))
+            return timeline
+        known = self.live.get(getattr(event, "session_id", ""))
+        if known is None:
+            return None
+        timeline, after = known, state.sessions.get(known.session_id)
+        match event:
+            case Acquire():
+                node = next(
+                    (a.node for a in actions if isinstance(a, Route) and a.session_id == event.session_id), None
+                )
+                if node is not None and before is not None and before.node is None:
+                    timeline.add(_Decision(at, "admitted", node, self.acquire_admission))
+                elif after is not None and after.phase is Phase.WAITING and timeline.wait is None:
+                    timeline.wait = _Wait(at)
+                    timeline.add(timeline.wait)
+            case ToolStart():
+                tool = next(t for t in after.tools if t.call_id == event.call_id) if after else None
+                if tool is not None:
+                    entry = _Tool(
+                        tool.call_id,
+                        tool.tool,
+                        tool.program,
+                        at,
+                        max(0.0, tool.predicted_end - tool.started_at),
+                        tool.source,
+                    )
+                    timeline.running[tool.call_id] = entry
+                    timeline.add(entry)
+            case ToolEnd():
+                if (ended := timeline.running.pop(event.call_id, None)) is not None:
+                    ended.ended_at = at
+                    ended.actual_s = (
+                        event.duration_s if event.duration_s is not None else max(0.0, at - ended.started_at)
+                    )
+                    ended.status = event.status
+            case LlmEnd():
+                timeline.add(
+                    protocol.TimelineCall(
+                        node=event.node_id,
+                        ended_at=at,
+                        prompt_tokens=event.prompt_tokens,
+                        cached_tokens=event.cached_tokens,
+                        completion_tokens=event.completion_tokens,
+                        ttft_s=event.ttft_s,
+                        duration_s=event.duration_s,
+                        error=event.error,
+                    )
+                )
+            case Close():
+                timeline.closed_by = "client"
+        return timeline
+
+    def _plan(self, plan: PlanDecision, at: float) -> None:
+        def add(session_id: str, decision: _Decision) -> None:
+            if (timeline := self.live.get(session_id)) is not None:
+                timeline.add(decision)
+
+        number, method, values = plan.plan, plan.method, plan.values
+        for session_id, node in plan.interrupted.items():
+            add(session_id, _Decision(at, "interrupted", node, "plan", None, number, method, values.get(session_id)))
+        for session_id, (source, target) in plan.moved.items():
+            add(session_id, _Decision(at, "moved", target, "plan", source, number, method, values.get(session_id)))
+        for session_id, node in plan.admitted.items():
+            add(session_id, _Decision(at, "admitted", node, "plan", None, number, method, values.get(session_id)))
+
+    def _sync(self, session_id: str, session: Session | None, at: float) -> None:
+        """A new phase span when the session's phase or node changed; a wait ends when it gets a place."""
+        timeline = self.live.get(session_id)
+        if timeline is None:
+            return
+        phase = "closed" if session is None else session.phase.name.lower()
+        node = None if session is None else session.node
+        if (phase, node) == (timeline.phase, timeline.node):
+            return
+        timeline.phase, timeline.node = phase, node
+        timeline.add(_Phase(phase, at, node))
+        if node is not None and node not in timeline.nodes:
+            timeline.nodes.append(node)
+        wait = timeline.wait
+        if wait is not None and (node is not None or session is None):
+            wait.seconds, wait.node, timeline.wait = at - wait.since, node, None
+        if session is None:
+            timeline.closed_at = at
+            del self.live[session_id]
+            self.closed[session_id] = timeline
+            while len(self.closed) > self.closed_kept:
+                self.closed.popitem(last=False)
+
+    def view(self, session_id: str) -> protocol.SessionTimeline | None:
+        timeline = self.live.get(session_id) or self.closed.get(session_id)
+        if timeline is None:
+            return None
+        phases = [e for e in timeline.entries if isinstance(e, _Phase)]
+        ends = [p.since for p in phases[1:]] + [None]
+        return protocol.SessionTimeline(
+            session_id=timeline.session_id,
+            harness=timeline.context.harness,
+            model=timeline.context.model,
+            workflow_id=timeline.context.workflow_id,
+            parent_session_id=timeline.context.parent_session_id,
+            open=timeline.closed_at is None,
+            phase=timeline.phase,
+            node=timeline.node,
+            registered_at=timeline.registered_at,
+            closed_at=timeline.closed_at,
+            closed_by=timeline.closed_by,
+            nodes=list(timeline.nodes),
+            phases=[
+                protocol.TimelinePhase(phase=p.phase, since=p.since, until=end, node=p.node)
+                for p, end in zip(phases, ends, strict=True)
+            ],
+            tools=[
+                protocol.TimelineTool(
+                    call_id=t.call_id,
+                    tool=t.tool,
+                    program=t.program,
+                    started_at=t.started_at,
+                    predicted_s=t.predicted_s,
+                    prediction=t.prediction,
+                    ended_at=t.ended_at,
+                    actual_s=t.actual_s,
+                    status=t.status,
+                )
+                for t in timeline.entries
+                if isinstance(t, _Tool)
+            ],
+            waits=[
+                protocol.TimelineWait(since=w.since, seconds=w.seconds, node=w.node)
+                for w in timeline.entries
+                if isinstance(w, _Wait)
+            ],
+            calls=[c for c in timeline.entries if isinstance(c, protocol.TimelineCall)],
+            decisions=[
+                protocol.TimelineDecision(
+                    at=d.at,
+                    kind=d.kind,
+                    node=d.node,
+                    from_node=d.from_node,
+                    by=d.by,
+                    plan=d.plan,
+                    method=d.method,
+                    value=None if d.value is None else list(d.value),
+                )
+                for d in timeline.entries
+                if isinstance(d, _Decision)
+            ],
+            truncated=timeline.truncated,
+        )
