@@ -27,6 +27,10 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
         "tao_coordinator.web.cli",
         "run the coordinator beside a vLLM fleet",
     ),
+    ("top",): (
+        "tao_sdk.top",
+        "a live terminal view of a coordinator's nodes and sessions, refreshed every second",
+    ),
     ("bench", "coordinator"): (
         "tao_coordinator.bench.coordinator",
         "acquire round trip and event ingestion of a live coordinator on loopback",

@@ -15,7 +15,17 @@ from tao_coordinator.core.policies import (
 )
 from tao_sdk.cli import main as tao
 
-SMALL = ["--trace", "synthetic:swe-agent", "--sessions", "6", "--nodes", "2", "--node-profile", "h100-tp2"]
+SMALL = [
+    "--trace",
+    "synthetic:swe-agent",
+    "--sessions",
+    "6",
+    "--nodes",
+    "2",
+    "--node-profile",
+    "h100-tp2",
+    "--no-plots",
+]
 
 
 def test_the_registry_holds_every_baseline_and_ablation():

@@ -99,7 +99,18 @@ def test_a_reproducible_run_refuses_measured_plan_timing_and_bad_values():
 
 
 def test_no_timing_charges_the_fixed_delay_and_stays_byte_identical(tmp_path, capsys):
-    argv = ["sim", "--trace", "synthetic:swe-agent", "--sessions", "12", "--policy", "tao", "--concurrency", "8"]
+    argv = [
+        "sim",
+        "--trace",
+        "synthetic:swe-agent",
+        "--sessions",
+        "12",
+        "--policy",
+        "tao",
+        "--concurrency",
+        "8",
+        "--no-plots",
+    ]
     argv += ["--nodes", "1", "--node-profile", "h100-tp1", "--seed", "1", "--no-timing", "--plan-delay-ms", "2000"]
     outputs = []
     for name in ("a.json", "b.json"):
@@ -115,7 +126,7 @@ def test_no_timing_charges_the_fixed_delay_and_stays_byte_identical(tmp_path, ca
 
 
 def test_tao_sim_charges_measured_planning_by_default(tmp_path, capsys):
-    argv = ["sim", "--sessions", "4", "--policy", "tao", "--concurrency", "2", "--nodes", "2"]
+    argv = ["sim", "--sessions", "4", "--policy", "tao", "--concurrency", "2", "--nodes", "2", "--no-plots"]
     assert tao([*argv, "--json", str(tmp_path / "r.json")]) == 0
     assert json.loads((tmp_path / "r.json").read_text())["planning"] == {"timing": "measured", "delay_ms": 0.0}
     assert "delivered its solve's wall-clock time + 0 ms after it starts" in capsys.readouterr().out

@@ -327,7 +327,23 @@ def assert_fits(snapshot, changes):
 def test_context_cap_removes_what_cannot_fit_and_says_so(capsys):
     workload = generate("claude-code", sessions=8, seed=3)
     peak = max(script.peak_context_tokens for script in workload.scripts)
-    assert tao(["sim", "--sessions", "8", "--seed", "3", "--max-context", str(peak - 1), "--concurrency", "2"]) == 0
+    assert (
+        tao(
+            [
+                "sim",
+                "--sessions",
+                "8",
+                "--seed",
+                "3",
+                "--max-context",
+                str(peak - 1),
+                "--concurrency",
+                "2",
+                "--no-plots",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "the context cap of" in out and "removed" in out
 

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.policies import ABLATIONS, BASELINES, VARIANTS, make_policy
+from ..progress import Progress
 from ..sim.driver import PLAN_TIMINGS, FleetSimulation
 from ..sim.metrics import RunMetrics
 from ..sim.node import NodeProfile, profile_by_name
@@ -213,13 +214,16 @@ def run(args: argparse.Namespace) -> int:
     todo = [cell for cell in cells if args.fresh or not is_done(runs_dir / f"{cell.key}.json", cell.planning)]
     print(f"{len(cells)} cells, {len(cells) - len(todo)} already done, {args.jobs} workers", file=sys.stderr)
     started = time.perf_counter()
+    progress = Progress(len(todo), "cells")
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         futures = {pool.submit(run_cell, cell): cell for cell in todo}
         for done, future in enumerate(as_completed(futures), 1):
             cell, record = futures[future], future.result()
             (runs_dir / f"{cell.key}.json").write_text(json.dumps(record) + "\n")
             elapsed = time.perf_counter() - started
-            print(f"[{done}/{len(todo)} {elapsed:6.0f} s] {cell.key}: {record['wall_s']} s", file=sys.stderr)
+            progress.log(f"[{done}/{len(todo)} {elapsed:6.0f} s] {cell.key}: {record['wall_s']} s")
+            progress.advance()
+    progress.close()
     write_results([json.loads((runs_dir / f"{cell.key}.json").read_text()) for cell in cells], args)
     return 0
 

@@ -5,8 +5,14 @@ sped up `--time-scale` times), a real coordinator in its own process (loopback, 
 Claude-Code-like agents running at once through the SDK. The workload (`sim.workloads.generate`) keeps a quarter of
 the real prompt sizes (about 33k tokens per call on average; the 32 sessions' peak contexts add up to 1.5 times the
 fleet's KV capacity, and a cache miss costs a real prefill) but only 8% of the turns and 8% of the tool time, so a
-run lasts seconds. Then: task latency, time to first token and throughput as the agents measured them (wall-clock
-seconds of the demo), and the nodes' own prefix-cache hit rate from their `/metrics`.
+run lasts seconds. Then: task latency, time to first token and throughput as the agents measured them, and the nodes'
+own prefix-cache hit rate from their `/metrics`.
+
+Units and spread, as the output states them: every time is wall-clock seconds of this run, on nodes and tools both
+sped up `--time-scale` times (so about that many times longer on real H100s). The figures come from real processes
+sharing one machine's cores, so they vary from run to run with the same seed (two runs of the default have given
+−23 % and −33 % task latency); `--repeats N` runs the policies N times, alternating, and shows each figure's range.
+A progress bar per run (plain lines on a pipe) shows the calls done.
 """
 
 from __future__ import annotations
@@ -16,8 +22,9 @@ import asyncio
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import httpx2
 from prometheus_client.parser import text_string_to_metric_families
@@ -46,6 +53,10 @@ class DemoResult:
     calls: int
     failed_agents: int
     makespan_s: float
+    sessions: int = 0
+    """Agent sessions run: the same workload for every policy."""
+    repeat: int = 0
+    """Which of the `--repeats` runs (0 first)."""
     errors: tuple[str, ...] = ()
     """Distinct errors of the agents that failed."""
 
@@ -57,7 +68,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--time-scale", type=float, default=16.0, help="how much faster than an H100 the nodes run (16)"
     )
-    parser.add_argument("--json", type=Path, help="write the results as JSON to this file")
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="run the policies this many times, alternating, and show the range (1)"
+    )
+    parser.add_argument("--json", type=Path, help="write the results as JSON to this file (one entry per run)")
 
 
 def demo_workload(sessions: int, seed: int) -> Workload:
@@ -78,14 +92,14 @@ def _hit_rate(urls: list[str]) -> float:
     return hits / queries if queries else 0.0
 
 
-def run_policy(policy: str, workload: Workload, time_scale: float, progress: Progress) -> DemoResult:
+def run_policy(policy: str, workload: Workload, time_scale: float, progress: Progress, repeat: int = 0) -> DemoResult:
     config = FakeNodeConfig(profile=PROFILE, time_scale=time_scale)
     with ThreadedFleet(2, config, kv_events=False) as fleet:
         nodes = [f"node-{k}={url}" for k, url in enumerate(fleet.urls)]
         with local_coordinator(nodes, policy) as coordinator:
             records = asyncio.run(_run_agents(workload, coordinator, time_scale, progress))
         hit_rate = _hit_rate(fleet.urls)
-    return _summarize(policy, records, hit_rate)
+    return replace(_summarize(policy, records, hit_rate), repeat=repeat)
 
 
 async def _run_agents(workload: Workload, coordinator: str, time_scale: float, progress: Progress) -> list[AgentRecord]:
@@ -123,28 +137,54 @@ def _summarize(policy: str, records: list[AgentRecord], hit_rate: float) -> Demo
         calls=len(calls),
         failed_agents=sum(r.error is not None for r in records),
         makespan_s=end - start,
+        sessions=len(records),
         errors=tuple(sorted({r.error for r in records if r.error is not None})),
     )
 
 
-def render(results: list[DemoResult]) -> str:
+def render(results: list[DemoResult], time_scale: float = 16.0) -> str:
+    """The table (one row per policy: the mean over repeats, and with several repeats a row of ranges beneath it),
+    the comparison of the first policy with the second, and what the units and the spread are."""
+    policies = list(dict.fromkeys(r.policy for r in results))
+    runs = {policy: [r for r in results if r.policy == policy] for policy in policies}
+    repeats = max(len(group) for group in runs.values())
     lines = [
         f"{'policy':<14}{'task latency':>22}{'time to first token':>24}{'throughput':>14}{'prefix hits':>13}",
         f"{'':<14}{'mean / p90 (s)':>22}{'mean / p90 (s)':>24}{'(tokens/s)':>14}{'':>13}",
     ]
-    for r in results:
+    for policy, group in runs.items():
+        r = _average(group)
         lines.append(
-            f"{r.policy:<14}{r.latency_mean_s:>13.1f} / {r.latency_p90_s:<6.1f}{r.ttft_mean_s:>15.2f} / "
+            f"{policy:<14}{r.latency_mean_s:>13.1f} / {r.latency_p90_s:<6.1f}{r.ttft_mean_s:>15.2f} / "
             f"{r.ttft_p90_s:<6.2f}{r.throughput_tok_s:>14.0f}{r.prefix_hit_rate:>12.1%}"
         )
-    if len(results) >= 2:
-        ours, other = results[0], results[1]
+        if len(group) > 1:
+            latency, ttft = _span(group, "latency_mean_s", "{:.1f}"), _span(group, "ttft_mean_s", "{:.2f}")
+            throughput, hits = _span(group, "throughput_tok_s", "{:.0f}"), _span(group, "prefix_hit_rate", "{:.1%}")
+            lines.append(f"{'  range':<14}{latency:>13}{'':9}{ttft:>15}{'':9}{throughput:>14}{hits:>13}")
+    if len(policies) >= 2:
+        ours, other = policies[0], policies[1]
+        a, b = _average(runs[ours]), _average(runs[other])
         lines.append("")
         lines.append(
-            f"{ours.policy} against {other.policy}: task latency {_change(ours.latency_mean_s, other.latency_mean_s)}, "
-            f"TTFT {_change(ours.ttft_mean_s, other.ttft_mean_s)}, throughput "
-            f"{_change(ours.throughput_tok_s, other.throughput_tok_s)}, prefix hit rate "
-            f"{(ours.prefix_hit_rate - other.prefix_hit_rate) * 100:+.1f} points"
+            f"{ours} against {other}: task latency {_change(a.latency_mean_s, b.latency_mean_s)}, "
+            f"TTFT {_change(a.ttft_mean_s, b.ttft_mean_s)}, throughput "
+            f"{_change(a.throughput_tok_s, b.throughput_tok_s)}, prefix hit rate "
+            f"{(a.prefix_hit_rate - b.prefix_hit_rate) * 100:+.1f} points"
+        )
+        pairs = [(x, y) for x, y in zip(runs[ours], runs[other], strict=False) if y.latency_mean_s]
+        changes = sorted((x.latency_mean_s - y.latency_mean_s) / y.latency_mean_s for x, y in pairs)
+        if len(changes) > 1:
+            lines.append(f"task latency change over {len(pairs)} repeats: from {changes[0]:+.1%} to {changes[-1]:+.1%}")
+    lines.append("")
+    lines.append(
+        f"units: wall-clock seconds of this run, with the nodes' engine and the agents' tools sped up "
+        f"{time_scale:g}× (about {time_scale:g}× longer on real GPUs); figures of {repeats} run(s) per policy."
+    )
+    if repeats == 1:
+        lines.append(
+            "spread: they vary between runs of the same seed (two runs of the default gave −23 % and −33 % task "
+            "latency); --repeats 3 shows the range."
         )
     failed = sum(r.failed_agents for r in results)
     if failed:
@@ -153,30 +193,49 @@ def render(results: list[DemoResult]) -> str:
     return "\n".join(lines)
 
 
+FIGURES = ("latency_mean_s", "latency_p90_s", "ttft_mean_s", "ttft_p90_s", "throughput_tok_s", "prefix_hit_rate")
+
+
+def _average(group: list[DemoResult]) -> DemoResult:
+    averages: dict[str, Any] = {name: mean([getattr(r, name) for r in group]) for name in FIGURES}
+    return replace(group[0], **averages)
+
+
+def _span(group: list[DemoResult], name: str, fmt: str) -> str:
+    values = [getattr(r, name) for r in group]
+    return f"{fmt.format(min(values))}–{fmt.format(max(values))}"
+
+
 def _change(new: float, old: float) -> str:
     return f"{(new - old) / old:+.1%}" if old else "n/a"
 
 
 def run(args: argparse.Namespace) -> int:
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    if args.sessions < 1 or args.time_scale <= 0 or not policies:
-        print("tao demo: --sessions ≥ 1, --time-scale > 0 and at least one policy are needed", file=sys.stderr)
+    if args.sessions < 1 or args.time_scale <= 0 or args.repeats < 1 or not policies:
+        print(
+            "tao demo: --sessions ≥ 1, --time-scale > 0, --repeats ≥ 1 and at least one policy are needed",
+            file=sys.stderr,
+        )
         return 2
     workload = demo_workload(args.sessions, args.seed)
     requests = sum(len(s.requests) for s in workload.scripts)
     capacity = FakeNodeConfig(profile=PROFILE).node_profile().capacity_tokens
     print(
         f"TAO demo: 2 fake vLLM nodes ({PROFILE}, {capacity:,} KV tokens each, {args.time_scale:g}× faster than the "
-        f"real GPU), {len(workload.scripts)} agent sessions at once, {requests} LLM calls per policy"
+        f"real GPU), {len(workload.scripts)} agent sessions at once, {requests} LLM calls per policy (the same "
+        f"workload for each), {args.repeats} run(s) per policy"
     )
     results = []
-    for policy in policies:
-        progress = Progress(requests, f"{policy:>12}")
-        started = time.monotonic()
-        results.append(run_policy(policy, workload, args.time_scale, progress))
-        progress.close()
-        print(f"{policy}: {results[-1].calls} calls in {time.monotonic() - started:.1f} s", file=sys.stderr)
-    print(render(results))
+    for repeat in range(args.repeats):
+        for policy in policies:
+            label = f"{policy}" + (f" #{repeat + 1}" if args.repeats > 1 else "")
+            progress = Progress(requests, f"{label:>14}", every_s=5.0)
+            started = time.monotonic()
+            results.append(run_policy(policy, workload, args.time_scale, progress, repeat))
+            progress.close()
+            print(f"{label}: {results[-1].calls} calls in {time.monotonic() - started:.1f} s", file=sys.stderr)
+    print(render(results, args.time_scale))
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n")
         print(f"wrote {args.json}")

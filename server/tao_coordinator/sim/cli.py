@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from .node.cpu_tier import with_cpu_tier
 from .report import RunResult, render_table, to_json
 from .workloads import PRESETS, Workload, generate, load_agentx, load_mini_swe
 from .workloads.files import read_records
+from .workloads.rules import GapRule
 
 
 class UsageError(ValueError):
@@ -73,7 +75,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"(default: {'on' if CoreSettings().credit_half_life_fit else 'off'})",
     )
     parser.add_argument("--json", type=Path, help="write the figures as JSON to this file")
-    parser.add_argument("--plots", type=Path, help="write PNG charts into this directory")
+    parser.add_argument(
+        "--plots",
+        type=Path,
+        help="write the PNG charts into this directory (default: beside --json as NAME-plots/, else a new "
+        "directory under the system's temporary directory; the output says where)",
+    )
+    parser.add_argument("--no-plots", action="store_true", help="write no charts")
     parser.add_argument(
         "--no-timing",
         action="store_true",
@@ -147,17 +155,26 @@ def load_workload(spec: str, max_context: int, limit: int | None, seed: int, ses
 
 
 def describe(workload: Workload) -> str:
+    """The workload in a line, and what its rules changed (`sim/workloads/rules.py`) in a line each."""
     report = workload.report
-    removed = (
-        f"; the context cap of {report.max_context:,} tokens removed {report.traces_removed} traces "
-        f"({report.requests_removed:,} requests)"
-        if report.traces_removed
-        else ""
-    )
-    return (
+    lines = [
         f"workload {workload.name}: {report.traces_kept} sessions, {report.requests:,} requests, "
-        f"{report.prompt_tokens / 1e6:,.1f}M prompt tokens{removed}; {report.gaps_capped} gaps capped"
-    )
+        f"{report.prompt_tokens / 1e6:,.1f}M prompt tokens"
+    ]
+    if report.traces_removed:
+        lines.append(
+            f"  the context cap of {report.max_context:,} tokens (--max-context) removed {report.traces_removed} "
+            f"traces ({report.requests_removed:,} requests): their peak context passes it, and a session is kept "
+            "whole or not at all"
+        )
+    if report.gaps_capped:
+        rule = GapRule()
+        lines.append(
+            f"  {report.gaps_capped} gaps capped ({report.user_gaps_capped} user, {report.tool_gaps_capped} tool): "
+            f"idle time in the traces cut to {rule.user_cap_s:g} s before a user message and {rule.tool_cap_s:g} s "
+            "for a tool, the same for every policy"
+        )
+    return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -202,12 +219,23 @@ def run(args: argparse.Namespace) -> int:
         credit = {"half_life_s": settings.credit_half_life_s, "fit": settings.credit_half_life_fit}
         args.json.write_text(to_json(results, workload.report, fleet, planning, credit))
         print(f"wrote {args.json}")
-    if args.plots:
+    if not args.no_plots:
         from .plots import write_plots
 
-        for path in write_plots(results, args.plots):
-            print(f"wrote {path}")
+        directory = plots_directory(args)
+        written = write_plots(results, directory)
+        print(f"plots: {', '.join(p.name for p in written)} in {directory} (--no-plots skips them)")
     return 0
+
+
+def plots_directory(args: argparse.Namespace) -> Path:
+    """`--plots`, else `NAME-plots/` beside `--json NAME.json`, else a new directory under the temporary directory."""
+    if args.plots:
+        return Path(args.plots)
+    if args.json:
+        json_path: Path = args.json
+        return json_path.with_name(f"{json_path.stem}-plots")
+    return Path(tempfile.mkdtemp(prefix=f"tao-sim-{time.strftime('%Y%m%d-%H%M%S')}-"))
 
 
 def _tier(profile: NodeProfile) -> str:

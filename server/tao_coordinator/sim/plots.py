@@ -1,28 +1,23 @@
-"""`tao sim --plots DIR`: the table as charts — each metric against concurrency, one line per policy.
+"""`tao sim`'s charts (written by default; `--no-plots` skips them): the table as one PNG per metric.
 
-Every policy gets its own colour (tab20 past ten policies, so no two lines share one); TAO's policies are drawn
-solid and thick, the others dashed, so the eye finds TAO first. The y axis is logarithmic where the values span
-more than a factor of 20 (a bad baseline would otherwise flatten the rest)."""
+With several concurrencies each metric is drawn against concurrency, one line per policy, ticks at the concurrencies
+that ran; with a single concurrency a line would be one dot, so each policy gets a labelled bar instead. Every policy
+gets its own colour (tab20 past ten policies); TAO's policies are drawn solid and thick, the others dashed (bars:
+TAO's with a dark edge), so the eye finds TAO first. Y axes start at 0, except where the values span more than a
+factor of 20 (a bad baseline would flatten the rest): there the axis is logarithmic and its label says so."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from .report import RunResult
 
 CHARTS = (
     ("latency", "Task latency (s)", ("latency_mean_s", "mean"), ("latency_p99_s", "p99")),
     ("ttft", "Time to first token, as the agent sees it (s)", ("ttft_mean_s", "mean"), ("ttft_p99_s", "p99")),
-    (
-        "throughput",
-        "Decode throughput (tokens/s)",
-        ("decode_throughput_tok_s", ""),
-    ),
-    (
-        "hit_rate",
-        "Prefix-cache hit rate",
-        ("prefix_hit_rate", ""),
-    ),
+    ("throughput", "Decode throughput (tokens/s)", ("decode_throughput_tok_s", "")),
+    ("hit_rate", "Prefix-cache hit rate", ("prefix_hit_rate", "")),
 )
 
 
@@ -34,34 +29,82 @@ def write_plots(results: list[RunResult], directory: Path) -> list[Path]:
 
     directory.mkdir(parents=True, exist_ok=True)
     policies = list(dict.fromkeys(r.policy for r in results))
+    concurrencies = sorted({r.concurrency for r in results})
     palette = plt.get_cmap("tab10" if len(policies) <= 10 else "tab20")
+    colours = {policy: palette(k) for k, policy in enumerate(policies)}
     written = []
     for name, title, *series in CHARTS:
         figure, axes = plt.subplots(1, len(series), figsize=(5.5 * len(series), 4), squeeze=False)
         for axis, (field, label) in zip(axes[0], series, strict=True):
-            values = []
-            for k, policy in enumerate(policies):
-                points = sorted((r.concurrency, getattr(r.metrics, field)) for r in results if r.policy == policy)
-                ours = policy.startswith("tao")
-                axis.plot(
-                    [c for c, _ in points],
-                    [v for _, v in points],
-                    marker="o",
-                    label=policy,
-                    color=palette(k),
-                    linewidth=2.4 if ours else 1.2,
-                    linestyle="-" if ours else "--",
-                )
-                values += [v for _, v in points if v is not None and v > 0]
-            if values and max(values) > 20 * min(values):
+            values = {(r.policy, r.concurrency): _value(getattr(r.metrics, field)) for r in results}
+            if len(concurrencies) == 1:
+                heights = [values.get((p, concurrencies[0])) for p in policies]
+                _bars(axis, policies, heights, colours, percent=field == "prefix_hit_rate")
+                axis.set_xlabel(f"policy ({concurrencies[0]} concurrent sessions)")
+            else:
+                _lines(axis, policies, concurrencies, values, colours)
+            present = [v for v in values.values() if v is not None and v > 0]
+            if present and max(present) > 20 * min(present):
                 axis.set_yscale("log")
-            axis.set_xlabel("concurrent sessions")
+                axis.set_ylabel("log scale", fontsize=8)
+            else:
+                axis.set_ylim(bottom=0, top=1.0 if field == "prefix_hit_rate" else None)
+            if field == "prefix_hit_rate":
+                axis.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
             axis.set_title(f"{title}{' — ' + label if label else ''}", fontsize=10)
-            axis.grid(alpha=0.3)
-            axis.legend(fontsize=8)
+            axis.grid(alpha=0.3, axis="y")
         figure.tight_layout()
         path = directory / f"{name}.png"
-        figure.savefig(path, dpi=110)
+        figure.savefig(path, dpi=100)
         plt.close(figure)
         written.append(path)
     return written
+
+
+def _value(value: Any) -> float | None:
+    return None if value is None or value != value else float(value)
+
+
+def _bars(axis: Any, policies: list[str], heights: list[float | None], colours: dict[str, Any], percent: bool) -> None:
+    shown = [h or 0.0 for h in heights]
+    bars = axis.bar(
+        range(len(policies)),
+        shown,
+        color=[colours[p] for p in policies],
+        edgecolor=["black" if p.startswith("tao") else "none" for p in policies],
+        linewidth=1.5,
+    )
+    axis.bar_label(bars, labels=[_short(h, percent) for h in heights], fontsize=7, padding=2)
+    axis.set_xticks(range(len(policies)), policies, rotation=30 if len(policies) > 3 else 0, ha="right", fontsize=8)
+
+
+def _lines(
+    axis: Any,
+    policies: list[str],
+    concurrencies: list[int],
+    values: dict[tuple[str, int], float | None],
+    colours: dict[str, Any],
+) -> None:
+    for policy in policies:
+        points = [(c, values[policy, c]) for c in concurrencies if values.get((policy, c)) is not None]
+        ours = policy.startswith("tao")
+        axis.plot(
+            [c for c, _ in points],
+            [v for _, v in points],
+            marker="o",
+            label=policy,
+            color=colours[policy],
+            linewidth=2.4 if ours else 1.2,
+            linestyle="-" if ours else "--",
+        )
+    axis.set_xticks(concurrencies, [str(c) for c in concurrencies])
+    axis.set_xlabel("concurrent sessions")
+    axis.legend(fontsize=8)
+
+
+def _short(value: float | None, percent: bool) -> str:
+    if value is None:
+        return "–"
+    if percent:
+        return f"{value:.1%}"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"

@@ -97,7 +97,14 @@ def render_table(results: list[RunResult]) -> str:
     widths = [max(len(h), *(len(r[k]) for r in rows)) for k, h in enumerate(headers)]
     lines = [_line(headers, widths), "-" * (sum(widths) + 2 * (len(widths) - 1))]
     lines += [_line(row, widths) for row in rows]
-    lines.append("latencies, makespan, TTFT and tool→1st (tool end to first token) in s, as the agent sees them;")
+    lines.append("latencies, makespan, TTFT and tool→1st (tool end to first token) in s, as the agent sees them")
+    lines.append(
+        "hit: prefix-cache hit rate; preempt: requests the engine preempted; makespan: virtual time to the end"
+    )
+    lines.append(
+        "plan ms, p95: the planner's wall-clock time per plan, mean and 95th percentile (– without plans or with "
+        "--no-timing); overhead: planning time as a share of the makespan"
+    )
     lines.append("plans: started; cut: applied only up to a step no longer valid; dropped: no step valid")
     lines += [line for result in results if (line := _half_lives(result))]
     return "\n".join(lines)
