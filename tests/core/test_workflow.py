@@ -4,12 +4,20 @@ import math
 
 from tao_coordinator.core.coordinator import Coordinator
 from tao_coordinator.core.events import Acquire, LlmEnd, NodeUpdate, Register
-from tao_coordinator.core.model import AgentContext, CacheEvidence, EvidenceSource, Node, Phase, Session
+from tao_coordinator.core.model import (
+    AgentContext,
+    CacheEvidence,
+    EvidenceSource,
+    Node,
+    Phase,
+    Session,
+    shared_prefix_blocks,
+)
 from tao_coordinator.core.policies import make_policy
 from tao_coordinator.core.policies.admission import FastAdmit
 from tao_coordinator.core.settings import CoreSettings
 from tao_coordinator.core.signals import CacheCredit, SignalContext
-from tao_coordinator.core.signals.workflow import WorkflowIndex, common_prefix_blocks
+from tao_coordinator.core.signals.workflow import WorkflowIndex
 
 SETTINGS = CoreSettings(credit_half_life_s=None)  # no decay: the figures below are exact
 NODES = {"a": Node("a", 1_000_000), "b": Node("b", 1_000_000)}
@@ -95,4 +103,4 @@ def test_the_coordinator_plans_a_new_sub_agent_onto_its_parents_node():
 
 
 def test_common_prefix_counts_blocks_however_runs_are_cut():
-    assert common_prefix_blocks(((1, 3), (10, 2)), ((1, 2), (3, 1), (10, 1), (12, 1))) == 4
+    assert shared_prefix_blocks(((1, 3), (10, 2)), ((1, 2), (3, 1), (10, 1), (12, 1))) == 4

@@ -4,8 +4,9 @@ from itertools import pairwise
 import numpy as np
 import pytest
 
+from tao_coordinator.core.model import shared_prefix_blocks
 from tao_coordinator.sim.workloads import TOOL_SUBAGENT, load_agentx, traces_dir
-from tao_coordinator.sim.workloads.blocks import LOCAL_BITS, shared_prefix_blocks
+from tao_coordinator.sim.workloads.blocks import LOCAL_BITS
 from tao_coordinator.sim.workloads.files import AGENTX_DEV, AGENTX_EXAMPLE, read_records
 
 TRACES = traces_dir()

@@ -1,6 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tao_coordinator.core.model import shared_prefix_blocks
 from tao_coordinator.sim.prompt import Prompt, runs_from_ids
 from tao_coordinator.sim.workloads.blocks import (
     AGENTX,
@@ -11,7 +12,6 @@ from tao_coordinator.sim.workloads.blocks import (
     namespace_base,
     namespace_runs,
     output_block_runs,
-    shared_prefix_blocks,
     slice_runs,
 )
 

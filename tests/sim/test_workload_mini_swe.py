@@ -5,13 +5,14 @@ import numpy as np
 import pytest
 
 from tao_coordinator.core.events import PROGRAM_PATTERN
+from tao_coordinator.core.model import shared_prefix_blocks
 from tao_coordinator.sim.workloads import (
     GEMINI_3_PRO_LLM_TIME,
     TOOL_FORMAT_ERROR,
     load_mini_swe,
     traces_dir,
 )
-from tao_coordinator.sim.workloads.blocks import MINI_SWE, namespace_base, shared_prefix_blocks
+from tao_coordinator.sim.workloads.blocks import MINI_SWE, namespace_base
 from tao_coordinator.sim.workloads.calibration import (
     TEMPLATE_PREFIX_CHARS,
     fit_llm_time,

@@ -31,6 +31,27 @@ order, prefix-chained (two prompts share their first k blocks exactly when their
 _EMPTY_LABELS: Mapping[str, str] = MappingProxyType({})
 
 
+def shared_prefix_blocks(a: tuple[BlockRun, ...], b: tuple[BlockRun, ...]) -> int:
+    """How many leading blocks two prompts share (ids equal position by position). O(runs)."""
+    i = j = 0
+    offset_a = offset_b = 0
+    shared = 0
+    while i < len(a) and j < len(b):
+        first_a, count_a = a[i]
+        first_b, count_b = b[j]
+        if first_a + offset_a != first_b + offset_b:
+            break
+        step = min(count_a - offset_a, count_b - offset_b)
+        shared += step
+        offset_a += step
+        offset_b += step
+        if offset_a == count_a:
+            i, offset_a = i + 1, 0
+        if offset_b == count_b:
+            j, offset_b = j + 1, 0
+    return shared
+
+
 class Phase(enum.IntEnum):
     """Where a session is in its life (design §3). Order has no meaning beyond CLOSED being last."""
 

@@ -56,6 +56,12 @@ def truncate(runs: tuple[BlockRun, ...], limit: int) -> tuple[BlockRun, ...]:
     return tuple(kept)
 
 
+def max_score(nodes: list[Node], scores: list[float], rng: random.Random) -> Node:
+    """The EPP's max-score picker: a uniformly random one among the highest scores."""
+    best = max(scores)
+    return rng.choice([node for node, score in zip(nodes, scores, strict=True) if score == best])
+
+
 class LlmdPolicy:
     name = "llm-d"
     plans = False
@@ -97,9 +103,7 @@ class LlmdPolicy:
         if not nodes:
             return None
         ordered = [nodes[node_id] for node_id in sorted(nodes)]
-        scored = self.scores(session, ordered)
-        best = max(scored)
-        chosen = self.rng.choice([node for node, score in zip(ordered, scored, strict=True) if score == best])
+        chosen = max_score(ordered, self.scores(session, ordered), self.rng)
         self._stamp += 1
         index = self.index.setdefault(chosen.id, RunSet(lru=True))
         index.touch(truncate(session.prompt_block_runs, self.max_prefix_blocks), self._stamp)
@@ -169,9 +173,7 @@ class LlmdPrecisePolicy:
         if not nodes:
             return None
         ordered = [nodes[node_id] for node_id in sorted(nodes)]
-        scored = self.scores(session, ordered)
-        best = max(scored)
-        return self.rng.choice([node for node, score in zip(ordered, scored, strict=True) if score == best]).id
+        return max_score(ordered, self.scores(session, ordered), self.rng).id
 
     def observe(self, event: Event, now: float) -> None:
         if isinstance(event, KvCacheEvent):

@@ -59,3 +59,34 @@ class Signal(Protocol):
 NO_NODES: Mapping[NodeId, int] = {}
 
 NO_FIELDS: tuple[str, ...] = ()
+
+
+class NodeCredits:
+    """A signal that is 0 everywhere but on the nodes `compute` names. The value model asks `on_nodes` and then
+    `changes_at` of one session in one context; both come from one `compute`, kept for that (session, context) pair."""
+
+    node_dependent = True
+
+    def __init__(self) -> None:
+        self._last: tuple[Session, SignalContext, dict[NodeId, int], float] | None = None
+
+    def compute(self, session: Session, ctx: SignalContext) -> tuple[dict[NodeId, int], float]:
+        """The nodes' values and when the first of them changes."""
+        raise NotImplementedError
+
+    def base(self, session: Session, ctx: SignalContext) -> int:
+        return 0
+
+    def on_nodes(self, session: Session, ctx: SignalContext) -> Mapping[NodeId, int]:
+        return self._computed(session, ctx)[0]
+
+    def changes_at(self, session: Session, ctx: SignalContext) -> float:
+        return self._computed(session, ctx)[1]
+
+    def _computed(self, session: Session, ctx: SignalContext) -> tuple[dict[NodeId, int], float]:
+        last = self._last
+        if last is not None and last[0] is session and last[1] is ctx:
+            return last[2], last[3]
+        values, until = self.compute(session, ctx)
+        self._last = (session, ctx, values, until)
+        return values, until

@@ -16,11 +16,10 @@ about another tier than HBM is never read here.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 
 from ..model import CacheEvidence, EvidenceSource, Node, NodeId, Session, Tier
 from ..settings import CoreSettings
-from .base import SignalContext
+from .base import NodeCredits, SignalContext
 
 STEP_MARGIN_S = 1e-6
 """`changes_at` names a drop this much before the exact crossing, so rounding in `math.pow` can never make a kept
@@ -103,36 +102,20 @@ def hbm_credit(session: Session, ctx: SignalContext, decay: bool) -> tuple[dict[
     return held, earliest
 
 
-class CacheCredit:
-    """The first component of TAO's value. `decay=False` is the `tao-no-decay` ablation.
-
-    The value model asks `on_nodes` and then `changes_at` of one session in one context; both come from one pass
-    over its evidence, kept for that (session, context) pair only."""
+class CacheCredit(NodeCredits):
+    """The first component of TAO's value. `decay=False` is the `tao-no-decay` ablation."""
 
     name = "cache_credit"
-    node_dependent = True
     node_fields: tuple[str, ...] = ("prefix_hit_rate", "credit_half_life_s")
 
     def __init__(self, decay: bool = True, workflow: bool = True) -> None:
+        super().__init__()
         self.decay = decay
         self.workflow = workflow
         """Raise credit to what the session's workflow relatives hold of its prefix (`workflow.py`);
         False is `tao-no-workflow`."""
-        self._last: tuple[Session, SignalContext, dict[NodeId, int], float] | None = None
 
-    def base(self, session: Session, ctx: SignalContext) -> int:
-        return 0
-
-    def on_nodes(self, session: Session, ctx: SignalContext) -> Mapping[NodeId, int]:
-        return self._credit(session, ctx)[0]
-
-    def changes_at(self, session: Session, ctx: SignalContext) -> float:
-        return self._credit(session, ctx)[1]
-
-    def _credit(self, session: Session, ctx: SignalContext) -> tuple[dict[NodeId, int], float]:
-        last = self._last
-        if last is not None and last[0] is session and last[1] is ctx:
-            return last[2], last[3]
+    def compute(self, session: Session, ctx: SignalContext) -> tuple[dict[NodeId, int], float]:
         credits: dict[NodeId, int] = {}
         earliest = math.inf
         if session.evidence:
@@ -141,5 +124,4 @@ class CacheCredit:
             credits = {node_id: int(tokens // unit) for node_id, tokens in held.items() if tokens >= unit}
         if self.workflow and ctx.workflows is not None:
             credits, earliest = ctx.workflows.with_relatives(session, ctx, credits, earliest, decay=self.decay)
-        self._last = (session, ctx, credits, earliest)
         return credits, earliest

@@ -32,10 +32,9 @@ grows with time alone; `changes_at` is never later than the first lost unit.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 
 from ..model import EvidenceSource, NodeId, NodeRates, Phase, Session
-from .base import SignalContext
+from .base import NodeCredits, SignalContext
 from .cache_credit import best_evidence, next_drop, node_half_life, snapshot_tokens
 
 WORTH_STEPS = 16
@@ -59,29 +58,13 @@ def cpu_retention_s(cpu_capacity_tokens: int, rates: NodeRates) -> float | None:
     return math.pow(2.0, round(math.log2(half_life) * RETENTION_STEPS_PER_DOUBLING) / RETENTION_STEPS_PER_DOUBLING)
 
 
-class TierCredit:
+class TierCredit(NodeCredits):
     """A component of TAO's value, below readiness; leaving it out is `tao-no-tier`."""
 
     name = "tier_credit"
-    node_dependent = True
     node_fields: tuple[str, ...] = ("cpu_hit_worth", "cpu_retention_s", "credit_half_life_s", "prefix_hit_rate")
 
-    def __init__(self) -> None:
-        self._last: tuple[Session, SignalContext, dict[NodeId, int], float] | None = None
-
-    def base(self, session: Session, ctx: SignalContext) -> int:
-        return 0
-
-    def on_nodes(self, session: Session, ctx: SignalContext) -> Mapping[NodeId, int]:
-        return self._credit(session, ctx)[0]
-
-    def changes_at(self, session: Session, ctx: SignalContext) -> float:
-        return self._credit(session, ctx)[1]
-
-    def _credit(self, session: Session, ctx: SignalContext) -> tuple[dict[NodeId, int], float]:
-        last = self._last
-        if last is not None and last[0] is session and last[1] is ctx:
-            return last[2], last[3]
+    def compute(self, session: Session, ctx: SignalContext) -> tuple[dict[NodeId, int], float]:
         credits: dict[NodeId, int] = {}
         earliest = math.inf
         if session.evidence and session.phase is not Phase.IN_TOOL:
@@ -107,5 +90,4 @@ class TierCredit:
                 if units > 0:
                     credits[node_id] = units
                     earliest = min(earliest, drop)
-        self._last = (session, ctx, credits, earliest)
         return credits, earliest

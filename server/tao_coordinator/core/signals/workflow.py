@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ..model import BlockRun, Node, NodeId, Phase, Session, SessionId
+from ..model import Node, NodeId, Phase, Session, SessionId, shared_prefix_blocks
 from . import cache_credit
 from .base import SignalContext
 
@@ -41,26 +41,8 @@ _MAX_DEPTH = 64
 def shared_prefix_tokens(a: Session, b: Session, block_size: int) -> int:
     """Tokens at the head of both sessions' prompts (see the module docstring for the two sources)."""
     if a.prompt_block_runs and b.prompt_block_runs:
-        return common_prefix_blocks(a.prompt_block_runs, b.prompt_block_runs) * block_size
+        return shared_prefix_blocks(a.prompt_block_runs, b.prompt_block_runs) * block_size
     return min(a.context.shared_prefix_tokens, b.context.shared_prefix_tokens)
-
-
-def common_prefix_blocks(a: tuple[BlockRun, ...], b: tuple[BlockRun, ...]) -> int:
-    """Leading blocks two prompts share (ids equal position by position), however their runs are cut. O(runs)."""
-    i = j = offset_a = offset_b = shared = 0
-    while i < len(a) and j < len(b):
-        (first_a, count_a), (first_b, count_b) = a[i], b[j]
-        if first_a + offset_a != first_b + offset_b:
-            break
-        step = min(count_a - offset_a, count_b - offset_b)
-        shared += step
-        offset_a += step
-        offset_b += step
-        if offset_a == count_a:
-            i, offset_a = i + 1, 0
-        if offset_b == count_b:
-            j, offset_b = j + 1, 0
-    return shared
 
 
 def presence_tokens(relative: Session, ctx: SignalContext, decay: bool) -> dict[NodeId, float]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ...core.model import shared_prefix_blocks
 from ..prompt import BlockRun
 
 AGENTX = 1
@@ -59,27 +60,6 @@ def merge_runs(runs: Iterable[BlockRun]) -> tuple[BlockRun, ...]:
     for first, count in runs:
         _append_run(merged, first, count)
     return tuple(merged)
-
-
-def shared_prefix_blocks(a: tuple[BlockRun, ...], b: tuple[BlockRun, ...]) -> int:
-    """How many leading blocks two prompts share (ids equal position by position). O(runs)."""
-    i = j = 0
-    offset_a = offset_b = 0
-    shared = 0
-    while i < len(a) and j < len(b):
-        first_a, count_a = a[i]
-        first_b, count_b = b[j]
-        if first_a + offset_a != first_b + offset_b:
-            break
-        step = min(count_a - offset_a, count_b - offset_b)
-        shared += step
-        offset_a += step
-        offset_b += step
-        if offset_a == count_a:
-            i, offset_a = i + 1, 0
-        if offset_b == count_b:
-            j, offset_b = j + 1, 0
-    return shared
 
 
 def slice_runs(runs: tuple[BlockRun, ...], start: int, stop: int) -> tuple[BlockRun, ...]:

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ...core.model import shared_prefix_blocks
 from .agentx import DEFAULT_API_TIME_S
-from .blocks import shared_prefix_blocks
 from .distributions import QUANTILE_LEVELS, QuantileTable, SyntheticPreset
 from .files import AGENTX_DEV, MINI_SWE_DEV, read_records, traces_dir
 from .mini_swe import GEMINI_3_PRO_LLM_TIME, LlmTimeModel, command_tool
