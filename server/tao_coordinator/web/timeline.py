@@ -29,6 +29,7 @@ from .decisions import PlanDecision
 
 ENTRIES = 256
 CLOSED_KEPT = 1_000
+DecisionKind = Literal["admitted", "interrupted", "moved", "routed"]
 
 
 @dataclass(slots=True)
@@ -58,19 +59,7 @@ class _Wait:
     node: str | None = None
 
 
-@dataclass(slots=True)
-class _Decision:
-    at: float
-    kind: Literal["admitted", "interrupted", "moved", "routed"]
-    node: str | None
-    by: str
-    from_node: str | None = None
-    plan: int | None = None
-    method: str | None = None
-    value: tuple[int, ...] | None = None
-
-
-_Entry = _Phase | _Tool | _Wait | protocol.TimelineCall | _Decision
+_Entry = _Phase | _Tool | _Wait | protocol.TimelineCall | protocol.TimelineDecision
 
 
 @dataclass(slots=True)
@@ -157,7 +146,8 @@ class Timelines:
                     (a.node for a in actions if isinstance(a, Route) and a.session_id == event.session_id), None
                 )
                 if node is not None and before is not None and before.node is None:
-                    timeline.add(_Decision(at, "admitted", node, self.acquire_admission))
+                    admitted = protocol.TimelineDecision(at=at, kind="admitted", node=node, by=self.acquire_admission)
+                    timeline.add(admitted)
                 elif after is not None and after.phase is Phase.WAITING and timeline.wait is None:
                     timeline.wait = _Wait(at)
                     timeline.add(timeline.wait)
@@ -199,17 +189,27 @@ class Timelines:
         return timeline
 
     def _plan(self, plan: PlanDecision, at: float) -> None:
-        def add(session_id: str, decision: _Decision) -> None:
+        def add(session_id: str, kind: DecisionKind, node: str, source: str | None = None) -> None:
             if (timeline := self.live.get(session_id)) is not None:
+                value = plan.values.get(session_id)
+                decision = protocol.TimelineDecision(
+                    at=at,
+                    kind=kind,
+                    node=node,
+                    from_node=source,
+                    by="plan",
+                    plan=plan.plan,
+                    method=plan.method,
+                    value=None if value is None else list(value),
+                )
                 timeline.add(decision)
 
-        number, method, values = plan.plan, plan.method, plan.values
         for session_id, node in plan.interrupted.items():
-            add(session_id, _Decision(at, "interrupted", node, "plan", None, number, method, values.get(session_id)))
+            add(session_id, "interrupted", node)
         for session_id, (source, target) in plan.moved.items():
-            add(session_id, _Decision(at, "moved", target, "plan", source, number, method, values.get(session_id)))
+            add(session_id, "moved", target, source)
         for session_id, node in plan.admitted.items():
-            add(session_id, _Decision(at, "admitted", node, "plan", None, number, method, values.get(session_id)))
+            add(session_id, "admitted", node)
 
     def _sync(self, session_id: str, session: Session | None, at: float) -> None:
         """A new phase span when the session's phase or node changed; a wait ends when it gets a place."""
@@ -278,19 +278,6 @@ class Timelines:
                 if isinstance(w, _Wait)
             ],
             calls=[c for c in timeline.entries if isinstance(c, protocol.TimelineCall)],
-            decisions=[
-                protocol.TimelineDecision(
-                    at=d.at,
-                    kind=d.kind,
-                    node=d.node,
-                    from_node=d.from_node,
-                    by=d.by,
-                    plan=d.plan,
-                    method=d.method,
-                    value=None if d.value is None else list(d.value),
-                )
-                for d in timeline.entries
-                if isinstance(d, _Decision)
-            ],
+            decisions=[d for d in timeline.entries if isinstance(d, protocol.TimelineDecision)],
             truncated=timeline.truncated,
         )
