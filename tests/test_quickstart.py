@@ -1,5 +1,6 @@
 """docs/quickstart.md walked as a newcomer walks it: §2's commands, run in order by bash, reach a coordinator that
-lists both nodes (issue 16: the doc queried the coordinator before it listened)."""
+lists both nodes (issue 16: the doc queried the coordinator before it listened); §2 then §3 run the example agent
+through its tool branch; §1 and §5 say only what holds in a clean clone."""
 
 import contextlib
 import json
@@ -52,6 +53,35 @@ def test_section_2_waits_for_the_coordinator_before_querying_it(tmp_path):
     listing = next((json.loads(line) for line in lines if line.startswith('{"nodes"')), None)
     assert listing is not None, "\n".join(lines)
     assert [(node["name"], node["healthy"]) for node in listing["nodes"]] == [("a", True), ("b", True)]
+
+
+def test_sections_2_and_3_run_in_order_and_the_agent_takes_its_tool_branch(tmp_path):
+    if any(port_taken(port) for port in PORTS):
+        pytest.skip(f"the quickstart's fixed ports {PORTS} are not all free")
+    script = tmp_path / "sections.sh"
+    # `set -e`: a documented command that fails stops the walk, and the output then lacks what follows it
+    script.write_text("set -e\n" + "\n".join(bash_blocks(section(2)) + bash_blocks(section(3))))
+    output = tmp_path / "output"
+    env = {**os.environ, "HOME": str(tmp_path)}
+    with output.open("w") as sink:
+        shell = subprocess.Popen(
+            ["bash", str(script)],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            cwd=QUICKSTART.parents[1],
+        )
+        try:
+            shell.wait(timeout=120)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(shell.pid, signal.SIGTERM)
+    text = output.read_text()
+    assert shell.returncode == 0, text
+    assert "node 8000: 200" in text and "node 8001: 200" in text, text
+    assert "Done: the command ran." in text, text
+    assert '{"sessions": [' in text and "tao_tool_starts_total" in text, text  # §3's two looks at the coordinator
 
 
 def test_section_1_installs_only_the_server_extra():
