@@ -62,7 +62,13 @@ class TierCredit(NodeCredits):
     """A component of TAO's value, below readiness; leaving it out is `tao-no-tier`."""
 
     name = "tier_credit"
-    node_fields: tuple[str, ...] = ("cpu_hit_worth", "cpu_retention_s", "credit_half_life_s", "prefix_hit_rate")
+    node_fields: tuple[str, ...] = (
+        "cpu_capacity_tokens",
+        "cpu_hit_worth",
+        "cpu_retention_s",
+        "credit_half_life_s",
+        "prefix_hit_rate",
+    )
 
     def compute(self, session: Session, ctx: SignalContext) -> tuple[dict[NodeId, int], float]:
         credits: dict[NodeId, int] = {}
