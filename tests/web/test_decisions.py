@@ -137,3 +137,20 @@ def test_log_level_warning_silences_the_decision_log(tmp_path):
 def test_a_log_level_outside_the_names_is_a_config_error(overrides, message):
     with pytest.raises(ConfigError, match=message):
         load_config(None, {"server.token": API_TOKEN, **overrides})
+
+
+async def test_a_fault_in_the_operators_record_never_loses_what_the_core_decided(tmp_path, fleet, caplog, monkeypatch):
+    # before: an exception while logging a plan skipped carrying out its actions, the StartPlan among them, and the
+    # planner waited for a plan nobody solved: every later session waited out its max_wait_s (seen in the full suite)
+    async with running_coordinator(tmp_path, fleet) as c:
+
+        def broken(*args, **kwargs):
+            raise RuntimeError("the record failed")
+
+        monkeypatch.setattr(c.service.decisions, "plan", broken)
+        monkeypatch.setattr(c.service.timelines, "observe", broken)
+        for _ in range(3):
+            session, token = await c.register(context={"harness": "test"})
+            status, grant = await c.call("POST", f"/v1/sessions/{session}/acquire", {"wait_s": 5}, token)
+            assert status == 200 and grant["node"], grant
+    assert "could not record" in caplog.text

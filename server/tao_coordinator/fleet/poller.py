@@ -55,7 +55,10 @@ class NodePoller:
 
     async def run(self) -> None:
         while True:
-            await self.scrape_once()
+            try:
+                await self.scrape_once()
+            except Exception:  # a fault in handling one scrape must not end the node's scrapes for good
+                log.exception("node %s: a scrape could not be handled", self.node.name)
             await asyncio.sleep(self.fleet.scrape_interval_s)
 
     async def scrape_once(self) -> None:

@@ -149,14 +149,19 @@ class CoordinatorService:
         before = state.sessions.get(session_id) if session_id is not None else None
         applied = (stats.applied, stats.cut)
         actions = self.coordinator.on_event(event, now)
-        self.metrics.on_event(event, actions, now)
-        decision: PlanDecision | None = None
-        if isinstance(event, PlanFinished) and job is not None:
-            outcome = "applied" if stats.applied > applied[0] else "cut" if stats.cut > applied[1] else "dropped"
-            decision = self.decisions.plan(job, event.plan, solve_s, outcome, actions, state)
-        elif isinstance(event, Acquire):
-            self.decisions.acquired(before, actions, state)
-        self.timelines.observe(event, before, state, actions, time.time(), decision)
+        try:
+            self.metrics.on_event(event, actions, now)
+            decision: PlanDecision | None = None
+            if isinstance(event, PlanFinished) and job is not None:
+                outcome = "applied" if stats.applied > applied[0] else "cut" if stats.cut > applied[1] else "dropped"
+                decision = self.decisions.plan(job, event.plan, solve_s, outcome, actions, state)
+            elif isinstance(event, Acquire):
+                self.decisions.acquired(before, actions, state)
+            self.timelines.observe(event, before, state, actions, time.time(), decision)
+        except Exception:
+            # what the core decided must be carried out whatever happens to the record of it: a lost StartPlan
+            # would leave the planner waiting for a plan nobody solves, and every session without a place with it
+            log.exception("could not record %s for the operator's view", type(event).__name__)
         for action in actions:
             self._carry_out(action)
         self._schedule_tick()
