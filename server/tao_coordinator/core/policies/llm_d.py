@@ -56,6 +56,17 @@ def truncate(runs: tuple[BlockRun, ...], limit: int) -> tuple[BlockRun, ...]:
     return tuple(kept)
 
 
+def epp_scores(nodes: list[Node], prefixes: list[float], weights: tuple[float, float, float]) -> list[float]:
+    """Both profiles' weighted sum per node: prefix (capped at 1), free KV, and the queue normalised over the nodes."""
+    low, high = min(n.waiting for n in nodes), max(n.waiting for n in nodes)
+    prefix_w, kv_w, queue_w = weights
+    result = []
+    for node, prefix in zip(nodes, prefixes, strict=True):
+        queue = 1.0 if high == low else (high - node.waiting) / (high - low)
+        result.append(prefix_w * min(1.0, prefix) + kv_w * (1.0 - node.kv_usage) + queue_w * queue)
+    return result
+
+
 def max_score(nodes: list[Node], scores: list[float], rng: random.Random) -> Node:
     """The EPP's max-score picker: a uniformly random one among the highest scores."""
     best = max(scores)
@@ -89,15 +100,11 @@ class LlmdPolicy:
         runs = truncate(session.prompt_block_runs, self.max_prefix_blocks)
         tokens = session.expected_input_tokens or session.context_tokens
         total = min(self.max_prefix_blocks, -(-tokens // nodes[0].block_size)) if tokens else 0
-        low, high = min(n.waiting for n in nodes), max(n.waiting for n in nodes)
-        prefix_w, kv_w, queue_w = self.weights
-        result = []
+        prefixes = []
         for node in nodes:
             index = self.index.get(node.id)
-            prefix = index.prefix(runs) / total if index is not None and total else 0.0
-            queue = 1.0 if high == low else (high - node.waiting) / (high - low)
-            result.append(prefix_w * min(1.0, prefix) + kv_w * (1.0 - node.kv_usage) + queue_w * queue)
-        return result
+            prefixes.append(index.prefix(runs) / total if index is not None and total else 0.0)
+        return epp_scores(nodes, prefixes, self.weights)
 
     def route(self, session: Session, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
         if not nodes:
@@ -160,14 +167,8 @@ class LlmdPrecisePolicy:
     def scores(self, session: Session, nodes: list[Node]) -> list[float]:
         tokens = session.expected_input_tokens or session.context_tokens
         total = tokens // nodes[0].block_size
-        low, high = min(n.waiting for n in nodes), max(n.waiting for n in nodes)
-        prefix_w, kv_w, queue_w = self.weights
-        result = []
-        for node in nodes:
-            prefix = self.prefix_blocks(node.id, session.prompt_block_runs) / total if total else 0.0
-            queue = 1.0 if high == low else (high - node.waiting) / (high - low)
-            result.append(prefix_w * min(1.0, prefix) + kv_w * (1.0 - node.kv_usage) + queue_w * queue)
-        return result
+        prefixes = [self.prefix_blocks(node.id, session.prompt_block_runs) / total if total else 0.0 for node in nodes]
+        return epp_scores(nodes, prefixes, self.weights)
 
     def route(self, session: Session, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
         if not nodes:

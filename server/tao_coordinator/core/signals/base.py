@@ -13,6 +13,7 @@ field it does not list, or changes before the time it names, makes plans from st
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -61,7 +62,7 @@ NO_NODES: Mapping[NodeId, int] = {}
 NO_FIELDS: tuple[str, ...] = ()
 
 
-class NodeCredits:
+class NodeCredits(ABC):
     """A signal that is 0 everywhere but on the nodes `compute` names. The value model asks `on_nodes` and then
     `changes_at` of one session in one context; both come from one `compute`, kept for that (session, context) pair."""
 
@@ -70,9 +71,9 @@ class NodeCredits:
     def __init__(self) -> None:
         self._last: tuple[Session, SignalContext, dict[NodeId, int], float] | None = None
 
+    @abstractmethod
     def compute(self, session: Session, ctx: SignalContext) -> tuple[dict[NodeId, int], float]:
         """The nodes' values and when the first of them changes."""
-        raise NotImplementedError
 
     def base(self, session: Session, ctx: SignalContext) -> int:
         return 0
