@@ -44,14 +44,16 @@ async def test_a_session_admitted_interrupted_and_closed_shows_it_all(tmp_path, 
         status, timeline = await c.call("GET", f"/v1/sessions/{b}", token=API_TOKEN)
         assert status == 200, timeline
         node = grants[b]["node"]
-        assert (timeline["open"], timeline["closed_by"], timeline["harness"], timeline["nodes"]) == (
+        # once ready, b may get a place again from a plan before it closes (on a slow machine it does): that part of
+        # its timeline is the planner's free choice, so only what precedes it is fixed
+        assert (timeline["open"], timeline["closed_by"], timeline["harness"], timeline["nodes"][0]) == (
             False,
             "client",
             "test",
-            [node],
+            node,
         )
         phases = [(p["phase"], p["node"]) for p in timeline["phases"]]
-        assert phases == [
+        assert phases[:7] == [
             ("waiting", None),
             ("admitted", node),
             ("in_llm", node),
@@ -59,14 +61,14 @@ async def test_a_session_admitted_interrupted_and_closed_shows_it_all(tmp_path, 
             ("in_tool", node),
             ("in_tool", None),  # interrupted
             ("ready", None),
-            ("closed", None),
         ]
+        assert phases[-1] == ("closed", None) and all(phase == "admitted" for phase, _ in phases[7:-1])
         assert all(p["until"] is not None for p in timeline["phases"][:-1]) and timeline["phases"][-1]["until"] is None
         (tool,) = timeline["tools"]
         assert (tool["tool"], tool["actual_s"], tool["status"]) == ("pytest", 4.5, "ok") and tool["predicted_s"] > 0
         (call,) = timeline["calls"]
         assert (call["node"], call["prompt_tokens"], call["cached_tokens"]) == (node, PROMPT, 0)
-        admitted, interrupted = timeline["decisions"]
+        admitted, interrupted = timeline["decisions"][:2]
         assert (admitted["kind"], admitted["by"], admitted["node"]) == ("admitted", "plan", node)
         assert (interrupted["kind"], interrupted["by"], interrupted["node"]) == ("interrupted", "plan", node)
         assert interrupted["method"] and interrupted["plan"] and interrupted["value"]

@@ -34,7 +34,7 @@ from ..core.coordinator import Coordinator
 from ..core.events import Acquire, CacheResidency, Event, LlmEnd, NodeUpdate, Tick, ToolEnd
 from ..core.forecast import ToolHistory, learned_duration
 from ..core.model import Phase
-from ..core.plan import PlanFinished
+from ..core.plan import Plan, PlanFinished
 from ..core.policies import make_policy
 from ..core.snapshot import PlanJob
 from ..fleet.kv_index import NodeKvIndex
@@ -188,7 +188,13 @@ class CoordinatorService:
             plan = job.solve()
             return time.perf_counter() - started, plan
 
-        elapsed, plan = await self.loop.run_in_executor(self._executor, timed)
+        try:
+            elapsed, plan = await self.loop.run_in_executor(self._executor, timed)
+        except Exception:
+            # the core holds no other plan while this one is in flight: an answer, even empty, must come back, or
+            # every session without a place waits for a plan that never ends
+            log.exception("plan %d could not be solved; an empty plan stands in", job.id)
+            elapsed, plan = 0.0, Plan(())
         self.metrics.plan_seconds.observe(elapsed)
         self.feed(PlanFinished(job.id, plan), job, elapsed)  # type: ignore[arg-type]
 
