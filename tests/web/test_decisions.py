@@ -83,8 +83,8 @@ async def test_a_session_admitted_interrupted_and_closed_shows_it_all(tmp_path, 
 
     lines = [r.decision for r in caplog.records if r.name == "tao.decisions"]  # type: ignore[attr-defined]
     planned = [s for line in lines if line["decision"] == "plan" for n in line["nodes"].values() for s in n["admitted"]]
-    assert sorted(planned) == sorted([a, b, w])
-    (plan,) = [line for line in lines if line["decision"] == "plan" and line["nodes"].get(node, {}).get("interrupted")]
+    assert set(planned) == {a, b, w}  # b may be placed again once ready (see above)
+    plan = next(line for line in lines if line["decision"] == "plan" and line["nodes"].get(node, {}).get("interrupted"))
     assert plan["nodes"][node]["interrupted"] == [b] and plan["nodes"][node]["admitted"] == [w]
     assert plan["method"] in {"all-fit", "exact", "bounded", "fallback", "greedy"} and plan["solve_ms"] >= 0
     assert set(plan["values"]) == {b, w} and len(plan["values"][w]) == len(plan["signals"])
