@@ -13,6 +13,23 @@ settings.register_profile("default", deadline=None, suppress_health_check=[Healt
 settings.load_profile("default")
 
 
+def listen_to_feed(service: Any, listener: Callable[[Any, list[Any] | None, Exception | None], None]) -> None:
+    """Tell `listener(event, actions, error)` about every event `service` feeds its core from now on (its `feed`,
+    wrapped with its whole signature: a finished plan comes with its job and solve time)."""
+    feed = service.feed
+
+    def listening(event: Any, *args: Any) -> list[Any]:
+        try:
+            actions = feed(event, *args)
+        except Exception as error:
+            listener(event, None, error)
+            raise
+        listener(event, actions, None)
+        return actions
+
+    service.feed = listening
+
+
 class ThreadedCoordinator:
     """A real coordinator on a loopback port, on an event loop of its own thread (for synchronous tests)."""
 

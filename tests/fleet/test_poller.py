@@ -14,6 +14,7 @@ from tao_coordinator.fakevllm import FakeFleet, FakeNodeConfig
 from tao_coordinator.fleet.poller import NodeObservation, NodePoller
 from tao_coordinator.sim.node import NodeProfile, StepCoefficients
 from tao_coordinator.web.service import CoordinatorService
+from tests.conftest import listen_to_feed
 
 
 async def test_a_node_answering_garbage_is_reported_unhealthy():
@@ -69,8 +70,7 @@ async def test_a_cpu_tier_nodes_counters_reach_the_coordinator_as_a_node_update(
             )
             service = CoordinatorService(coordinator)
             fed: list[object] = []
-            feed = service.feed
-            service.feed = lambda event: fed.append(event) or feed(event)  # type: ignore[method-assign]
+            listen_to_feed(service, lambda event, actions, error: fed.append(event))
             poller = NodePoller(coordinator.nodes[0], coordinator.fleet, http, service.observe_node)
             await poller.scrape_once()
             await service.stop()

@@ -25,6 +25,7 @@ import pytest
 from tao_coordinator.core.actions import Route
 from tao_coordinator.core.events import Close, LlmEnd, Register, ToolEnd, ToolStart
 from tao_coordinator.fakevllm import FakeNodeConfig, Policy, ThreadedFleet
+from tests.conftest import listen_to_feed
 
 MODEL = "fake-model"
 REPO = Path(__file__).resolve().parents[2]
@@ -81,18 +82,13 @@ class Recorder:
         self.items: list[tuple[Any, list[Any]]] = []
         self.refused: list[tuple[Any, Exception]] = []
         """Events the core refused (the coordinator answered 4xx), with the error."""
-        feed = coordinator.service.feed
+        listen_to_feed(coordinator.service, self._listen)
 
-        def recording(event: Any) -> list[Any]:
-            try:
-                actions = feed(event)
-            except Exception as error:
-                self.refused.append((event, error))
-                raise
-            self.items.append((event, actions))
-            return actions
-
-        coordinator.service.feed = recording
+    def _listen(self, event: Any, actions: list[Any] | None, error: Exception | None) -> None:
+        if error is not None:
+            self.refused.append((event, error))
+        else:
+            self.items.append((event, actions or []))
 
     def events(self, kind: type, session_id: str | None = None) -> list[Any]:
         return [e for e, _ in list(self.items) if isinstance(e, kind) and session_id in (None, e.session_id)]

@@ -14,6 +14,7 @@ import pytest
 
 from tao_coordinator.core.events import ToolEnd, ToolStart
 from tao_coordinator.fakevllm import FakeNodeConfig, ThreadedFleet
+from tests.conftest import listen_to_feed
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -69,13 +70,7 @@ def scripted_fleet():
 def test_with_the_quickstart_policy_the_example_runs_its_tool(example, scripted_fleet, coordinator_factory):
     coordinator = coordinator_factory(scripted_fleet.urls)
     fed = []
-    feed = coordinator.service.feed
-
-    def recording(event):
-        fed.append(event)
-        return feed(event)
-
-    coordinator.service.feed = recording
+    listen_to_feed(coordinator.service, lambda event, actions, error: fed.append(event))
     env = {**os.environ, "TAO_COORDINATOR": coordinator.url, "TAO_TOKEN": coordinator.token}
     done = subprocess.run(
         [sys.executable, str(EXAMPLES / example)], env=env, capture_output=True, text=True, timeout=120, cwd=REPO

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from tao_coordinator.core.events import ToolStart
 from tao_sdk.proxy import ProxyConfig, RoutingProxy
+from tests.conftest import listen_to_feed
 
 MODEL = "Qwen/Qwen3-32B"
 
@@ -133,8 +134,8 @@ def test_a_session_id_the_coordinator_would_refuse_is_replaced_by_a_stable_one(p
 
 
 def test_hook_events_are_relayed_with_the_proxys_session_token(proxy, coordinator):
-    fed, feed = [], coordinator.service.feed
-    coordinator.service.feed = lambda event: fed.append(event) or feed(event)
+    fed = []
+    listen_to_feed(coordinator.service, lambda event, actions, error: fed.append(event))
     registration = {"context": {"harness": "claude-code", "client_session_id": "cc-hooked", "labels": {"source": "x"}}}
     events = {
         "events": [

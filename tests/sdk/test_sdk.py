@@ -13,6 +13,7 @@ import tao_sdk
 from tao_coordinator.core.actions import Route
 from tao_coordinator.core.events import LlmEnd, ToolStart
 from tao_coordinator.core.model import Phase
+from tests.conftest import listen_to_feed
 
 MODEL = "Qwen/Qwen3-32B"
 
@@ -44,14 +45,7 @@ def open_session(coordinator, **kwargs):
 def recorded(coordinator):
     """(event, actions) for every event the coordinator's core is fed from now on (its `feed`, wrapped to listen)."""
     items = []
-    feed = coordinator.service.feed
-
-    def recording(event):
-        actions = feed(event)
-        items.append((event, actions))
-        return actions
-
-    coordinator.service.feed = recording
+    listen_to_feed(coordinator.service, lambda event, actions, error: error or items.append((event, actions)))
     return items
 
 

@@ -11,6 +11,7 @@ import httpx2
 import pytest
 
 from tao_coordinator.config import ConfigError, load_config
+from tao_coordinator.core.plan import PlanFinished
 from tao_coordinator.fakevllm import FakeNodeConfig, ThreadedFleet
 from tao_coordinator.local_coordinator import free_port, wait_ready
 
@@ -143,7 +144,7 @@ def test_a_log_level_outside_the_names_is_a_config_error(overrides, message):
 
 async def test_a_fault_in_the_operators_record_never_loses_what_the_core_decided(tmp_path, fleet, caplog, monkeypatch):
     # before: an exception while logging a plan skipped carrying out its actions, the StartPlan among them, and the
-    # planner waited for a plan nobody solved: every later session waited out its max_wait_s (seen in the full suite)
+    # planner waited for a plan nobody solved: every later session waited out its max_wait_s
     async with running_coordinator(tmp_path, fleet) as c:
 
         def broken(*args, **kwargs):
@@ -156,3 +157,25 @@ async def test_a_fault_in_the_operators_record_never_loses_what_the_core_decided
             status, grant = await c.call("POST", f"/v1/sessions/{session}/acquire", {"wait_s": 5}, token)
             assert status == 200 and grant["node"], grant
     assert "could not record" in caplog.text
+
+
+async def test_a_plan_that_cannot_reach_the_core_is_an_error_in_the_log(tmp_path, fleet, caplog):
+    # the core then waits for that plan for ever; a test's wrapper of `feed` that took one argument did this in the
+    # full suite, and every later acquire waited out max_wait_s without a word in the log
+    async with running_coordinator(tmp_path, fleet, capacity=1024) as c:
+        feed = c.service.feed
+
+        def refusing_plans(event, *args):
+            if isinstance(event, PlanFinished):
+                raise RuntimeError("lost on the way")
+            return feed(event, *args)
+
+        c.service.feed = refusing_plans
+        session, token = await c.register(context={"harness": "test"})
+        body = {"wait_s": 0.5, "expected_input_tokens": 4096}  # more than a node holds: it waits for a plan
+        status, answer = await c.call("POST", f"/v1/sessions/{session}/acquire", body, token)
+        assert (status, answer["status"]) == (202, "waiting")
+        await asyncio.sleep(0.2)
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR and r.name == "tao.coordinator"]
+    assert errors and "no plan will start again" in errors[0].getMessage()
+    assert "lost on the way" in caplog.text

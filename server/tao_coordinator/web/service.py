@@ -178,6 +178,7 @@ class CoordinatorService:
                 self._grant(action.session_id, action.node)
             case StartPlan():
                 self._plan_task = asyncio.ensure_future(self._solve(action.job))
+                self._plan_task.add_done_callback(_report_plan_failure)
             case Expired():
                 log.info("session %s expired: no event within its lease", action.session_id)
                 self.forget(action.session_id)
@@ -325,6 +326,12 @@ class CoordinatorService:
                 for (session_id, tier), tokens in index.take_changed().items():
                     if session_id in self.coordinator.state.sessions:
                         self.feed(CacheResidency(node, session_id, tokens, tier))
+
+
+def _report_plan_failure(task: asyncio.Future[None]) -> None:
+    """A plan whose result never reached the core leaves it waiting for that plan: say so loudly, at once."""
+    if not task.cancelled() and (error := task.exception()) is not None:
+        log.error("a finished plan could not be handed to the core; no plan will start again", exc_info=error)
 
 
 def acquire_event(session_id: str, request: protocol.AcquireRequest) -> Acquire:
