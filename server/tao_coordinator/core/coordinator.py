@@ -74,6 +74,7 @@ from .signals.cache_credit import node_half_life, with_evidence
 from .signals.footprint import footprint_tokens
 from .signals.retention import HalfLifeFit
 from .signals.tier import cpu_hit_worth, cpu_retention_s
+from .signals.token_time import coarse_step_s
 from .state import FleetState, capacity_cells
 
 
@@ -384,6 +385,7 @@ class Coordinator:
             rates=rates,
             cpu_hit_worth=cpu_hit_worth(rates, self.settings.cpu_hit_worth_prior) if event.cpu_capacity_tokens else 0.0,
             cpu_retention_s=cpu_retention_s(event.cpu_capacity_tokens, rates),
+            decode_step_s=coarse_step_s(rates.decode_step_s),
         )
 
     def _pool_tokens(self) -> int:

@@ -265,10 +265,12 @@ class Node:
     """KV tokens the node's CPU offloading tier holds; 0: the node has none."""
     rates: NodeRates = NodeRates()
     """What the coordinator measured of the node's speed from its counters (`node_rates.py`); changes with every
-    scrape, so the value model reads the two coarse figures below instead."""
+    scrape, so the value model reads the three coarse figures below instead."""
     cpu_hit_worth: float = 0.0
     """What a prefix token found in the CPU tier is worth against one found in HBM, in [0, 1], in steps of 1/16:
     the share of its recompute time a load saves at the node's current link load (`signals/tier.py`)."""
     cpu_retention_s: float | None = None
     """Half-life of a prefix in the CPU tier, from the tier's size and the node's turnover, in steps of 2^(1/4);
     None: no tier, or its turnover is not measured yet."""
+    decode_step_s: float = 0.0
+    """The node's inter-token latency in steps of 2^(1/8) (`signals/token_time.py`); 0: not measured yet."""

@@ -2,11 +2,12 @@
 
 | name                | value order                                        | solver           | admission |
 |---------------------|----------------------------------------------------|------------------|-----------|
-| tao                 | cache credit, readiness, tier credit, held footprint, stability | exact search | adaptive |
+| tao                 | credit, readiness, tier, token time, held footprint, stability | exact search | adaptive |
 | tao-no-dp           | same                                               | best-fit decr.   | adaptive  |
 | tao-no-readiness    | cache credit, tier credit, held footprint, stability | exact          | adaptive  |
 | tao-no-decay        | undecayed cache credit, readiness, tier credit, …  | exact            | adaptive  |
 | tao-no-tier         | as tao without tier credit (blind to CPU tiers)    | exact            | adaptive  |
+| tao-no-token-time   | as tao without the token time                      | exact            | adaptive  |
 | tao-no-workflow     | cache credit without workflow affinity, readiness… | exact            | adaptive  |
 | tao-no-expected-tools | as tao, tool forecast ignores expected_next_tools | exact            | adaptive  |
 | tao-no-cache        | readiness, held footprint, stability               | exact            | adaptive  |
@@ -26,6 +27,10 @@ corrected empirical-Bernstein bound, H = `readiness_horizon_s`).
 Tier credit (`signals/tier.py`): what a node's CPU offloading tier holds of the session's prefix, times what a CPU
 hit is worth there at its link's load; below readiness, as it prices where a session is served, not who is.
 
+Token time (`signals/token_time.py`): the KV token-time p·d + d²/2 of a waiting session's next call times the node's
+decode step, the less the better; it prices the placement (faster nodes) and orders equally valued sessions
+(shortest memory-time first).
+
 Workflow affinity (`signals/workflow.py`): a session's credit on a node is raised to the prefix it shares with its
 workflow's other sessions (parent, siblings) that the node holds; fast admission sees it through the index of the
 latest plan. Expected tools (`forecast/forecaster.py`, `Forecaster.start`): a tool whose own key has too little
@@ -42,7 +47,7 @@ from ..forecast import ReadinessRule
 from ..model import Node, NodeId, Session
 from ..plan import Plan
 from ..settings import CoreSettings
-from ..signals import CacheCredit, Footprint, HeldFootprint, Readiness, Signal, Stability, TierCredit
+from ..signals import CacheCredit, Footprint, HeldFootprint, Readiness, Signal, Stability, TierCredit, TokenTime
 from ..signals.workflow import EMPTY, WorkflowIndex
 from ..snapshot import Snapshot
 from ..solver import solve, solve_greedy
@@ -147,15 +152,22 @@ def tier_reach(node: Node) -> float:
 
 
 def value(
-    credit: Signal | None = None, *, readiness: bool = True, tier: bool = True, footprint: Signal | None = None
+    credit: Signal | None = None,
+    *,
+    readiness: bool = True,
+    tier: bool = True,
+    token_time: bool = True,
+    footprint: Signal | None = None,
 ) -> list[Signal]:
     """TAO's value order with the parts an ablation changes: its credit (None: `CacheCredit()`), whether it reads
-    readiness and the CPU tier, its footprint (None: `HeldFootprint()`)."""
+    readiness, the CPU tier and the token time, its footprint (None: `HeldFootprint()`)."""
     signals: list[Signal] = [credit or CacheCredit()]
     if readiness:
         signals.append(Readiness())
     if tier:
         signals.append(TierCredit())
+    if token_time:
+        signals.append(TokenTime())
     return [*signals, footprint or HeldFootprint(), Stability()]
 
 
@@ -179,6 +191,10 @@ def tao_no_decay() -> TaoPolicy:
 
 def tao_no_tier() -> TaoPolicy:
     return TaoPolicy("tao-no-tier", value(tier=False))
+
+
+def tao_no_token_time() -> TaoPolicy:
+    return TaoPolicy("tao-no-token-time", value(token_time=False))
 
 
 def tao_no_workflow() -> TaoPolicy:

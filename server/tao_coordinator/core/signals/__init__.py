@@ -6,6 +6,7 @@ from .footprint import Footprint, HeldFootprint, footprint_tokens
 from .readiness import Readiness
 from .stability import Stability
 from .tier import TierCredit
+from .token_time import TokenTime
 
 __all__ = [
     "CacheCredit",
@@ -16,5 +17,6 @@ __all__ = [
     "SignalContext",
     "Stability",
     "TierCredit",
+    "TokenTime",
     "footprint_tokens",
 ]
