@@ -6,6 +6,11 @@ whole answer, long polls included: an acquire asks the coordinator to answer wit
 5xx raises `Unreachable`, except the 503 `no_healthy_node`, which is an answer; each recovery of one acquire
 (registering again, converging after a 409) is tried once, so an acquire never loops on refusals. What the session
 has open lives in `SessionState.ledger` (`convergence.py`), shared by both routers of a session.
+
+Several coordinator replicas (`replicas.py`): every request goes to the replica the session believes is the leader
+(`SessionState.replicas`), and to the next while none answers as leader (`failover`); only when none has answered as
+leader for `failover_wait_s` does the request fail, and the session fail open. With a single URL, the first failure
+is final, as it always was.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import hashlib
 import logging
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,14 +28,16 @@ import httpx2
 from . import protocol
 from .convergence import Ledger, session_view
 from .errors import AuthenticationFailed, NoNodeAvailable
+from .replicas import FAILOVER_PAUSE_S, Failover, NotLeader, Replicas, coordinator_urls
 
 log = logging.getLogger("tao_sdk")
 
 
 @dataclass(frozen=True)
 class SessionConfig:
-    coordinator: str | None
-    """Base URL of the coordinator (e.g. http://127.0.0.1:8700); None: always detached."""
+    coordinator: str | Sequence[str] | None
+    """Base URL of the coordinator (e.g. http://127.0.0.1:8700), or the URLs of its replicas (comma-separated, or a
+    sequence), whose leader the session follows; None: always detached."""
     token: str | None = None
     """The coordinator's API token (needed to register unless it runs with --insecure-no-auth)."""
     context: protocol.AgentContext = field(default_factory=protocol.AgentContext)
@@ -40,6 +48,13 @@ class SessionConfig:
     request_timeout_s: float = 2.0
     max_wait_s: float = 300.0
     retry_interval_s: float = 5.0
+    failover_wait_s: float = 10.0
+    """With several replicas: how long no replica may answer as leader before the session routes on its own."""
+
+    @property
+    def coordinators(self) -> tuple[str, ...]:
+        """The coordinator's URLs, in the order given (`replicas.coordinator_urls`)."""
+        return coordinator_urls(self.coordinator)
 
 
 @dataclass(frozen=True)
@@ -78,6 +93,8 @@ class SessionState:
     ledger: Ledger = field(default_factory=Ledger)
     step: Step = field(default_factory=Step)
     """The step set by `Session.step`: every acquire carries it until it is set again."""
+    replicas: Replicas = field(default_factory=lambda: Replicas(()))
+    """The coordinator's replicas, and the one believed to be the leader."""
 
 
 class Unreachable(Exception):
@@ -102,7 +119,7 @@ class Attempt:
 
 
 def new_state(config: SessionConfig) -> SessionState:
-    return SessionState(config.session_id or f"tao-{uuid.uuid4().hex}")
+    return SessionState(config.session_id or f"tao-{uuid.uuid4().hex}", replicas=Replicas(config.coordinators))
 
 
 class Calls:
@@ -143,9 +160,55 @@ class Calls:
         self.state.token_refused = None
         self.state.warned = False
 
+    @property
+    def has_coordinator(self) -> bool:
+        return bool(self.state.replicas.urls)
+
+    def failover(self, trial: Failover, url: str, failure: BaseException | NotLeader) -> float:
+        """After `url` did not answer as leader: the pause before the same request goes to the replica now believed
+        leader (`replicas.Replicas.moved`). Raises, for the caller to fail open, at once with a single URL (unless
+        the answer named the leader), after one round of the replicas while detached (a background retry), and
+        once no replica has answered as leader for `failover_wait_s`."""
+        replicas = self.state.replicas
+        named = failure.leader if isinstance(failure, NotLeader) else None
+        leader = replicas.moved(url, named)
+        if len(replicas.urls) < 2 and leader == url:
+            raise _final(failure)
+        now = time.monotonic()
+        since = replicas.failing(now)
+        pause = trial.failed(len(replicas.urls))
+        if self.state.detached_at is not None and trial.rounds > 0:
+            raise _final(failure)
+        if now - since >= self.config.failover_wait_s:
+            last = describe(failure) if isinstance(failure, BaseException) else f"{failure.status} from {url}"
+            waited = self.config.failover_wait_s
+            raise Unreachable(f"no coordinator replica answered as leader for {waited:g} s (last: {last})")
+        log.debug(
+            "tao: session %s: %s did not answer as leader (%s); trying %s", self.state.session_id, url, failure, leader
+        )
+        return min(pause, since + self.config.failover_wait_s - now)
+
+    def reached(self, url: str) -> None:
+        """`url` answered as leader: a failover under way is over."""
+        replicas = self.state.replicas
+        since = replicas.failing_since
+        replicas.answered()
+        if since is not None:
+            log.info(
+                "tao: session %s follows the coordinator's leader at %s (after %.1f s)",
+                self.state.session_id,
+                url,
+                time.monotonic() - since,
+            )
+
+    def retry_bound_s(self) -> float:
+        """The longest a background retry takes: one try of each replica, and a pause."""
+        one = self.config.connect_timeout_s + self.config.request_timeout_s
+        return max(1, len(self.state.replicas.urls)) * one + FAILOVER_PAUSE_S + 1
+
     def retry_due(self, now: float) -> bool:
         """Detached and due for another try of the coordinator; claims it (the next is `retry_interval_s` away)."""
-        if self.config.coordinator is None or self.state.detached_at is None or now < self.state.retry_at:
+        if not self.has_coordinator or self.state.detached_at is None or now < self.state.retry_at:
             return False
         self.state.retry_at = now + self.config.retry_interval_s
         return True
@@ -321,6 +384,12 @@ def _no_healthy_node(response: httpx2.Response) -> bool:
     except ValueError:
         return False
     return isinstance(body, dict) and body.get("code") == protocol.NO_HEALTHY_NODE
+
+
+def _final(failure: BaseException | NotLeader) -> BaseException:
+    if isinstance(failure, BaseException):
+        return failure
+    return Unreachable(f"the coordinator answered {failure.status}: it is not the leader, and named none")
 
 
 REPORT_ERRORS = (httpx2.HTTPError, Unreachable, ValueError)

@@ -33,7 +33,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ),
     ("bench", "coordinator"): (
         "tao_coordinator.bench.coordinator",
-        "acquire round trip and event ingestion of a live coordinator on loopback",
+        "acquire round trip and event ingestion of a live coordinator on loopback (--ha: replicas on Redis, faults)",
     ),
     ("bench", "memory"): (
         "tao_coordinator.bench.memory",

@@ -10,10 +10,11 @@ with spaces, is replaced by a stable digest of it); the agent context comes from
 `x-agent-expected-tools` (comma-separated) on every model call, sent with that call's acquire and never forwarded to
 the node (the other `x-agent-*` headers pass through as they always did). The proxy registers the session,
 acquires a node, forwards the request (streaming passed through chunk by chunk), reads usage as it passes and
-reports `llm_end`: the same `AsyncRouter` as the SDK, so it fails open the same way. Without `--nodes`, the proxy
-learns the fleet's node URLs from the coordinator (`GET /v1/nodes`, at start and every `NODE_REFRESH_S`) and keeps
-the last list it got, so it fails open to them when the coordinator goes away. With the coordinator unreachable and
-no node known, a model call is answered 503.
+reports `llm_end`: the same `AsyncRouter` as the SDK, so it fails open the same way, and follows the leader of
+several coordinator replicas the same way (`--coordinator` takes their URLs, comma-separated). Without `--nodes`, the
+proxy learns the fleet's node URLs from the coordinator (`GET /v1/nodes`, which every replica answers: the first
+that does, at start and every `NODE_REFRESH_S`) and keeps the last list it got, so it fails open to them when the
+coordinator goes away. With the coordinator unreachable and no node known, a model call is answered 503.
 
 It also relays tool events from hook processes on `POST /tao/v1/events` (loopback only): the proxy owns each
 session's coordinator token, so hooks need none. Sessions idle for `idle_close_s` are closed.
@@ -29,6 +30,7 @@ import json
 import logging
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -38,6 +40,7 @@ from aiohttp import web
 from . import protocol
 from .errors import AuthenticationFailed, NoNodeAvailable
 from .ids import SESSION_ID_PATTERN
+from .replicas import coordinator_urls
 from .router import AsyncRouter, Grant, SessionConfig, Step
 from .usage import UsageObserver
 
@@ -64,7 +67,8 @@ NODE_RETRY_S = 2.0
 
 @dataclass
 class ProxyConfig:
-    coordinator: str | None
+    coordinator: str | Sequence[str] | None
+    """The coordinator's URL, or its replicas' (comma-separated, or a sequence); None: route on our own."""
     token: str | None = None
     fallback_nodes: tuple[str, ...] = ()
     idle_close_s: float = 900.0
@@ -128,24 +132,32 @@ class RoutingProxy:
 
     async def _learn_nodes(self) -> None:
         """Keep `learned_nodes` to what the coordinator lists, and every session's fail-open list with it."""
-        assert self.http is not None and self.config.coordinator is not None
-        url = self.config.coordinator.rstrip("/") + "/v1/nodes"
-        headers = {"Authorization": f"Bearer {self.config.token}"} if self.config.token else {}
         while True:
-            try:
-                async with self.http.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=5)) as reply:
-                    reply.raise_for_status()
-                    body = await reply.json()
-                listed = [protocol.NodeInfo.model_validate(node) for node in body["nodes"]]
-                nodes = tuple(sorted(node.url.rstrip("/") for node in listed))
+            for url in coordinator_urls(self.config.coordinator):
+                if (nodes := await self._list_nodes(url)) is None:
+                    continue
                 if nodes and nodes != self.learned_nodes:
                     log.info("tao proxy: fail-open nodes from the coordinator: %s", ", ".join(nodes))
                     self.learned_nodes = nodes
                     for session in self.sessions.values():
                         session.router.config = replace(session.router.config, fallback_nodes=nodes)
-            except (TimeoutError, aiohttp.ClientError, ValueError, KeyError, TypeError) as error:
-                log.debug("tao proxy: could not list the coordinator's nodes: %s", error)
+                break
             await asyncio.sleep(NODE_REFRESH_S if self.learned_nodes else NODE_RETRY_S)
+
+    async def _list_nodes(self, coordinator: str) -> tuple[str, ...] | None:
+        """The node URLs one coordinator replica lists, None when it does not answer."""
+        assert self.http is not None
+        headers = {"Authorization": f"Bearer {self.config.token}"} if self.config.token else {}
+        timeout = aiohttp.ClientTimeout(total=5)
+        try:
+            async with self.http.get(coordinator + "/v1/nodes", headers=headers, timeout=timeout) as reply:
+                reply.raise_for_status()
+                body = await reply.json()
+            listed = [protocol.NodeInfo.model_validate(node) for node in body["nodes"]]
+        except (TimeoutError, aiohttp.ClientError, ValueError, KeyError, TypeError) as error:
+            log.debug("tao proxy: could not list the nodes of %s: %s", coordinator, error)
+            return None
+        return tuple(sorted(node.url.rstrip("/") for node in listed))
 
     # -- forwarding ------------------------------------------------------------------------------------------------
 

@@ -12,7 +12,10 @@ from .listening import cannot_listen, listen
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--coordinator", help="coordinator URL (or $TAO_COORDINATOR); none: route on our own")
+    parser.add_argument(
+        "--coordinator",
+        help="coordinator URL, or its replicas' URLs comma-separated (or $TAO_COORDINATOR); none: route on our own",
+    )
     parser.add_argument("--token", help="the coordinator's API token (or $TAO_TOKEN)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
     parser.add_argument("--port", type=int, default=8787, help="port to listen on (8787)")
@@ -25,10 +28,12 @@ def run(args: argparse.Namespace) -> int:
     from aiohttp import web
 
     from .proxy import ProxyConfig, RoutingProxy
+    from .replicas import coordinator_urls
 
-    coordinator = args.coordinator or os.environ.get("TAO_COORDINATOR")
-    if coordinator and not coordinator.startswith(("http://", "https://")):
-        print(f"tao proxy: --coordinator: expected an http(s) URL, got {coordinator!r}", file=sys.stderr)
+    try:
+        coordinator = coordinator_urls(args.coordinator or os.environ.get("TAO_COORDINATOR"))
+    except ConfigurationError as error:
+        print(f"tao proxy: --{error}", file=sys.stderr)
         return 2
     nodes = args.nodes if args.nodes is not None else os.environ.get("TAO_NODES", "")
     fallback = tuple(url.strip().rstrip("/") for url in nodes.split(",") if url.strip())
@@ -38,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         proxy = RoutingProxy(
             ProxyConfig(
-                coordinator=coordinator.rstrip("/") if coordinator else None,
+                coordinator=coordinator or None,
                 token=args.token or os.environ.get("TAO_TOKEN"),
                 fallback_nodes=fallback,
                 idle_close_s=args.idle_close_s,

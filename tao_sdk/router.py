@@ -21,6 +21,13 @@ longer knows its token). A 401 to registration is a refused API token, logged as
 `AuthenticationFailed` when no node is known; a 503 `no_healthy_node` to an acquire routes that call on its own at
 once, saying so once in the log, while the session stays registered.
 
+Several coordinator replicas (`replicas.py`): each request (registration, acquire polls, reports, close) goes to
+the replica believed to be the leader, and again to the next one while none answers as leader (a connection error, a
+timeout, a 421, a stepping-down 503), in place: the report worker sends the next report only once this one is
+answered, so reports keep their order. A failover makes a call slower, never an error; the session detaches only
+when no replica has answered as leader for `failover_wait_s` (which then adds to the bounds above), and a background
+retry while detached tries each replica once.
+
 `SyncRouter` and `AsyncRouter` share everything but their I/O (`calls.Calls` builds the requests and reads the
 answers); the async one never blocks the event loop. Reports go out in order from a background worker, so only
 `acquire` (which needs its answer) sits on the agent's critical path. Overlapping calls end under the session's
@@ -52,6 +59,7 @@ from .calls import (
     check,
     new_state,
 )
+from .replicas import Failover, NotLeader, not_leader
 from .tls import shared_ssl_context
 
 __all__ = ["AsyncRouter", "Grant", "SessionConfig", "SessionState", "Step", "SyncRouter", "Unreachable", "new_state"]
@@ -63,9 +71,7 @@ class SyncRouter(Calls):
 
     def __init__(self, config: SessionConfig, state: SessionState | None = None) -> None:
         super().__init__(config, state)
-        self.http = httpx2.Client(
-            base_url=config.coordinator or "http://unused.invalid", timeout=self.timeout(), verify=shared_ssl_context()
-        )
+        self.http = httpx2.Client(timeout=self.timeout(), verify=shared_ssl_context())
         self._queue: queue.Queue[tuple[str, str, Any] | None] = queue.Queue()
         self._worker: threading.Thread | None = None
         self._retry: threading.Thread | None = None
@@ -93,8 +99,26 @@ class SyncRouter(Calls):
                 self._queue.task_done()
         self._queue.task_done()
 
+    def _request(self, method: str, path: str, body: Any = None, api: bool = False) -> httpx2.Response:
+        """The answer of the replica that answers as leader, following the leader (`Calls.failover`)."""
+        trial = Failover()
+        while True:
+            url = self.state.replicas.leader
+            failure: BaseException | NotLeader
+            try:
+                response = self.http.request(method, url + path, json=body, headers=self.headers(api))
+            except httpx2.TransportError as error:
+                failure = error
+            else:
+                if (refusal := not_leader(response)) is None:
+                    self.reached(url)
+                    return response
+                failure = refusal
+            if pause := self.failover(trial, url, failure):
+                time.sleep(pause)
+
     def _post(self, path: str, body: Any = None, api: bool = False) -> tuple[int, Any]:
-        response = self.http.request("POST", path, json=body, headers=self.headers(api))
+        response = self._request("POST", path, body, api)
         return response.status_code, check(response)
 
     def _ensure_registered(self) -> None:
@@ -102,7 +126,7 @@ class SyncRouter(Calls):
             self.registered(*self._post("/v1/sessions", self.register_body(), api=True))
 
     def register(self) -> None:
-        if self.config.coordinator is None:
+        if not self.has_coordinator:
             return
         try:
             self._ensure_registered()
@@ -112,7 +136,7 @@ class SyncRouter(Calls):
     def wait_for_retry(self) -> None:
         """Let a retry of the coordinator that is under way finish (it is bounded by the request timeouts)."""
         if self._retry is not None:
-            self._retry.join(timeout=self.config.connect_timeout_s + self.config.request_timeout_s + 1)
+            self._retry.join(timeout=self.retry_bound_s())
 
     def retry_in_background(self, now: float) -> None:
         running = self._retry is not None and self._retry.is_alive()
@@ -124,7 +148,7 @@ class SyncRouter(Calls):
         """A node for the next model call; `agent_step` (else the session's, `SessionState.step`) goes with it."""
         self.flush()
         attempt = Attempt(time.monotonic())
-        if self.config.coordinator is None or self.state.detached_at is not None:
+        if not self.has_coordinator or self.state.detached_at is not None:
             self.retry_in_background(attempt.started)
             return self.fallback()
         try:
@@ -154,13 +178,13 @@ class SyncRouter(Calls):
         if not self.state.registered:
             return
         try:
-            response = self.http.request(method, path, json=body, headers=self.headers())
+            response = self._request(method, path, body)
             answer = check(response)
             self.state.heartbeat_due = now + self.state.lease_ttl_s / 3
             if closing := self.resend_after(path, response.status_code, answer):
                 for verb, report in closing:
                     self._post(self.session_path(verb), report)
-                check(self.http.request(method, path, json=body, headers=self.headers()))
+                check(self._request(method, path, body))
         except REPORT_ERRORS as error:
             self.detach(error, now)
 
@@ -187,16 +211,14 @@ class AsyncRouter(Calls):
 
     def __init__(self, config: SessionConfig, state: SessionState | None = None) -> None:
         super().__init__(config, state)
-        self.http = httpx2.AsyncClient(
-            base_url=config.coordinator or "http://unused.invalid", timeout=self.timeout(), verify=shared_ssl_context()
-        )
+        self.http = httpx2.AsyncClient(timeout=self.timeout(), verify=shared_ssl_context())
         self._queue: asyncio.Queue[tuple[str, str, Any]] | None = None
         self._worker: asyncio.Task[None] | None = None
         self._retry: asyncio.Task[None] | None = None
 
     async def close(self) -> None:
         if self._retry is not None:
-            await asyncio.wait([self._retry], timeout=self.config.request_timeout_s + 1)
+            await asyncio.wait([self._retry], timeout=self.retry_bound_s())
         await self.flush()
         if self.state.registered:
             await self._send("DELETE", self.session_path())
@@ -217,8 +239,25 @@ class AsyncRouter(Calls):
             finally:
                 self._queue.task_done()
 
+    async def _request(self, method: str, path: str, body: Any = None, api: bool = False) -> httpx2.Response:
+        trial = Failover()
+        while True:
+            url = self.state.replicas.leader
+            failure: BaseException | NotLeader
+            try:
+                response = await self.http.request(method, url + path, json=body, headers=self.headers(api))
+            except httpx2.TransportError as error:
+                failure = error
+            else:
+                if (refusal := not_leader(response)) is None:
+                    self.reached(url)
+                    return response
+                failure = refusal
+            if pause := self.failover(trial, url, failure):
+                await asyncio.sleep(pause)
+
     async def _post(self, path: str, body: Any = None, api: bool = False) -> tuple[int, Any]:
-        response = await self.http.request("POST", path, json=body, headers=self.headers(api))
+        response = await self._request("POST", path, body, api)
         return response.status_code, check(response)
 
     async def _ensure_registered(self) -> None:
@@ -226,7 +265,7 @@ class AsyncRouter(Calls):
             self.registered(*await self._post("/v1/sessions", self.register_body(), api=True))
 
     async def register(self) -> None:
-        if self.config.coordinator is None:
+        if not self.has_coordinator:
             return
         try:
             await self._ensure_registered()
@@ -241,7 +280,7 @@ class AsyncRouter(Calls):
     async def acquire(self, expected_tokens: int | None, agent_step: Step | None = None) -> Grant:
         await self.flush()
         attempt = Attempt(time.monotonic())
-        if self.config.coordinator is None or self.state.detached_at is not None:
+        if not self.has_coordinator or self.state.detached_at is not None:
             self.retry_in_background(attempt.started)
             return self.fallback()
         try:
@@ -271,13 +310,13 @@ class AsyncRouter(Calls):
         if not self.state.registered:
             return
         try:
-            response = await self.http.request(method, path, json=body, headers=self.headers())
+            response = await self._request(method, path, body)
             answer = check(response)
             self.state.heartbeat_due = now + self.state.lease_ttl_s / 3
             if closing := self.resend_after(path, response.status_code, answer):
                 for verb, report in closing:
                     await self._post(self.session_path(verb), report)
-                check(await self.http.request(method, path, json=body, headers=self.headers()))
+                check(await self._request(method, path, body))
         except REPORT_ERRORS as error:
             self.detach(error, now)
 

@@ -9,7 +9,8 @@
 Entering registers the session (or, when the coordinator is unreachable, runs detached: see `router.py`); leaving
 closes it, also on an exception. While open, a background heartbeat keeps the lease alive when nothing else is
 sent. Settings not given fall back to `$TAO_COORDINATOR`, `$TAO_TOKEN` and `$TAO_NODES` (comma-separated node URLs
-for fail-open routing).
+for fail-open routing). `coordinator=` (and `$TAO_COORDINATOR`) may name several replicas of the coordinator,
+comma-separated or as a list: the session follows their leader (`replicas.py`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -31,6 +32,7 @@ import pydantic
 from . import protocol
 from .errors import ConfigurationError
 from .hints import command_hints, program_of
+from .replicas import coordinator_urls
 from .router import AsyncRouter, SessionConfig, SessionState, Step, SyncRouter, new_state
 from .transport import AsyncTaoTransport, TaoTransport
 
@@ -50,7 +52,7 @@ def _nodes(value: list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
 class Session:
     def __init__(
         self,
-        coordinator: str | None = None,
+        coordinator: str | Sequence[str] | None = None,
         token: str | None = None,
         context: protocol.AgentContext | None = None,
         *,
@@ -61,15 +63,13 @@ class Session:
         expected_next_tools: list[str] | tuple[str, ...] | None = None,
         **options: float,
     ) -> None:
-        coordinator = coordinator or os.environ.get("TAO_COORDINATOR")
-        if coordinator is not None and not coordinator.startswith(("http://", "https://")):
-            raise ConfigurationError(f"coordinator: expected an http(s) URL, got {coordinator!r}")
+        coordinators = coordinator_urls(coordinator or os.environ.get("TAO_COORDINATOR"))
         agent: dict[str, Any] = {"workflow_id": workflow_id, "parent_session_id": parent_session_id}
         if expected_next_tools is not None:
             agent["expected_next_tools"] = list(expected_next_tools)
         try:
             self.config = SessionConfig(
-                coordinator=coordinator.rstrip("/") if coordinator else None,
+                coordinator=coordinators or None,
                 token=token or os.environ.get("TAO_TOKEN"),
                 context=_with_agent(context or protocol.AgentContext(), agent),
                 session_id=session_id,
@@ -94,7 +94,7 @@ class Session:
     @property
     def detached(self) -> bool:
         """True while the coordinator is unreachable and calls are routed on their own."""
-        return self.state.detached_at is not None or self.config.coordinator is None
+        return self.state.detached_at is not None or not self.state.replicas.urls
 
     def flush(self) -> None:
         """Wait until every report sent so far has reached the coordinator (reports leave in the background)."""
@@ -338,7 +338,7 @@ class ToolCall:
 
 
 def session(
-    coordinator: str | None = None,
+    coordinator: str | Sequence[str] | None = None,
     token: str | None = None,
     context: protocol.AgentContext | None = None,
     **options: Any,

@@ -29,6 +29,9 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from .errors import ConfigurationError
+from .replicas import coordinator_urls
+
 
 class TopError(Exception):
     """The coordinator could not be read; the message says why and what to check."""
@@ -42,10 +45,23 @@ class Snapshot:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--coordinator", help="coordinator URL (or $TAO_COORDINATOR)")
+    parser.add_argument(
+        "--coordinator", help="coordinator URL, or its replicas' URLs comma-separated (or $TAO_COORDINATOR)"
+    )
     parser.add_argument("--token", help="the coordinator's API token (or $TAO_TOKEN)")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (1)")
     parser.add_argument("--once", action="store_true", help="print one view and exit (for scripts and logs)")
+
+
+def fetch_any(client: httpx2.Client, urls: tuple[str, ...]) -> tuple[Snapshot, str]:
+    """The snapshot of the first replica that answers (every replica answers reads), and its URL."""
+    problem = TopError("no coordinator URL")
+    for url in urls:
+        try:
+            return fetch(client, url), url
+        except TopError as error:
+            problem = error
+    raise problem
 
 
 def fetch(client: httpx2.Client, url: str) -> Snapshot:
@@ -193,10 +209,14 @@ def _quit_pressed(wait_s: float, keyboard: bool) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    url = (args.coordinator or os.environ.get("TAO_COORDINATOR") or "").rstrip("/")
-    if not url.startswith(("http://", "https://")):
+    given = args.coordinator or os.environ.get("TAO_COORDINATOR") or ""
+    try:
+        urls = coordinator_urls(given)
+    except ConfigurationError:
+        urls = ()
+    if not urls:
         print(
-            f"tao top: give the coordinator's http(s) URL with --coordinator or $TAO_COORDINATOR (got {url!r})",
+            f"tao top: give the coordinator's http(s) URL with --coordinator or $TAO_COORDINATOR (got {given!r})",
             file=sys.stderr,
         )
         return 2
@@ -207,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     with httpx2.Client(headers=headers, timeout=5.0) as client:
         try:
-            snapshot = fetch(client, url)
+            snapshot, url = fetch_any(client, urls)
         except TopError as error:
             print(f"tao top: {error}", file=sys.stderr)
             return 1
@@ -220,7 +240,7 @@ def run(args: argparse.Namespace) -> int:
             try:
                 while not _quit_pressed(args.interval, keyboard):
                     try:
-                        snapshot, problem = fetch(client, url), None
+                        (snapshot, url), problem = fetch_any(client, (url, *(u for u in urls if u != url))), None
                     except TopError as error:
                         problem = str(error)
                     live.update(render(snapshot, url, problem), refresh=True)

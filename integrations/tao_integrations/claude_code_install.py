@@ -160,5 +160,5 @@ def run(args: argparse.Namespace) -> int:
     new_text = render(new) if new else ""
     changed = apply(path, old_text, new_text, args.dry_run, sys.stdout)
     if changed and not args.dry_run and not args.uninstall:
-        print(f"TAO hooks installed in {path}; run `tao proxy --coordinator URL --port …` at {args.proxy}.")
+        print(f"TAO hooks installed in {path}; run `tao proxy --coordinator URL[,URL…] --port …` at {args.proxy}.")
     return 0

@@ -55,8 +55,9 @@ _current = threading.local()
 
 
 class TaoSettings(BaseModel):
-    coordinator: str | None = None
-    """Coordinator URL; else `$TAO_COORDINATOR`."""
+    coordinator: str | list[str] | None = None
+    """Coordinator URL, or its replicas' URLs (comma-separated, or a list: the session follows their leader); else
+    `$TAO_COORDINATOR`."""
     token: str | None = None
     """The coordinator's API token; else `$TAO_TOKEN`."""
     fallback_nodes: list[str] | None = None

@@ -75,6 +75,17 @@ class ServerConfig(_Section):
     problems."""
     acquire_wait_s: float = Field(default=30.0, gt=0, le=600)
     """Upper bound on how long one acquire call blocks (the client's wait_s is capped by it)."""
+    redis: str | None = Field(default=None, pattern=r"^(redis|rediss|unix)://")
+    """Several coordinators share the fleet through this Redis (`web/replica.py`): one leads, the others stand by.
+    None: this coordinator runs alone, its learned state in SQLite under `state_dir`."""
+    redis_prefix: str = Field(default="tao", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
+    """Prefix of every Redis key: coordinators of different fleets may share one Redis under different prefixes."""
+    lease_s: float = Field(default=1.0, ge=0.1, le=60)
+    """The leader's lease: a standby takes over within about this long after the leader dies."""
+    advertise_url: str | None = Field(default=None, pattern=r"^https?://")
+    """Where clients reach this coordinator, told to them by the others when it leads (default http://host:port)."""
+    replica_id: str | None = Field(default=None, min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._:-]+$")
+    """This replica's name in the election and the logs (default: host name and a random suffix)."""
 
 
 class FleetConfig(_Section):

@@ -10,6 +10,9 @@ enough to admit every session. The benchmark registers `--sessions` sessions and
 
 Then, unless `--no-faults`, the fault runs of `faults.py`: a node killed, the coordinator killed -9 under load, and
 a stall of each of `--stalls` seconds under SDK sessions; each prints its figures and its target.
+
+`--ha` runs instead the high-availability runs on Redis (`ha.py`): the leader of `--replicas` replicas killed under
+load, a paused leader, Redis costs against SQLite, and Redis restarted under load.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import aiohttp
 
 from ..fakevllm import FakeNodeConfig, ThreadedFleet
 from ..local_coordinator import local_coordinator
-from . import faults
+from . import faults, ha_report
 from .planner_replay import percentile
 
 
@@ -53,6 +56,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stalls", default="10,45", help="coordinator stalls to run, in seconds (10,45)")
     parser.add_argument("--stall-sessions", type=int, default=8, help="SDK sessions during a stall (8)")
     parser.add_argument("--json", type=Path, help="write the figures as JSON to this file")
+    parser.add_argument("--ha", action="store_true", help="only the high-availability runs on Redis (bench/ha.py)")
+    parser.add_argument("--replicas", default="2,3", help="with --ha: replica counts whose leader is killed (2,3)")
+    parser.add_argument("--ha-sessions", type=int, default=500, help="with --ha: raw sessions under load (500)")
+    parser.add_argument("--ha-sdk-sessions", type=int, default=8, help="with --ha: SDK sessions beside them (8)")
+    parser.add_argument("--ha-phase-s", type=float, default=4.0, help="with --ha: load before and after a fault (4)")
+    parser.add_argument("--ha-cycle-s", type=float, default=5.0, help="with --ha: seconds between calls (5)")
 
 
 class _Client:
@@ -154,6 +163,8 @@ def _stalls(text: str) -> list[float] | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.ha:
+        return ha_report.run(args)
     if args.sessions < 1 or args.samples < 1 or args.events < 200:
         print("tao bench coordinator: --sessions and --samples must be ≥ 1, --events ≥ 200", file=sys.stderr)
         return 2

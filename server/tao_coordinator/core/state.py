@@ -33,6 +33,8 @@ class FleetState:
         """Sessions holding a place, per node."""
         self._wake_times = wake_times
         self._wakeups: list[tuple[float, SessionId, int, float]] = []
+        self._touched: set[SessionId] | None = None
+        """Kept only once someone reads it (`take_touched`), so that a coordinator that never does keeps nothing."""
 
     def session(self, session_id: SessionId) -> Session:
         try:
@@ -46,10 +48,18 @@ class FleetState:
         except KeyError:
             raise UnknownNode(node_id) from None
 
+    def take_touched(self) -> set[SessionId]:
+        """The sessions put or forgotten since the last call, what a replicated coordinator must write (those no
+        longer in `sessions` are gone); the first call starts keeping them and returns none."""
+        touched, self._touched = self._touched or set(), set()
+        return touched
+
     def put(self, session: Session) -> None:
         if session.phase is Phase.CLOSED:
             self.forget(session.id)
             return
+        if self._touched is not None:
+            self._touched.add(session.id)
         self._count_holder(self.sessions.get(session.id), -1)
         self._count_holder(session, +1)
         self.sessions[session.id] = session
@@ -89,6 +99,8 @@ class FleetState:
                 del self.holders[session.node]
 
     def forget(self, session_id: SessionId) -> None:
+        if self._touched is not None:
+            self._touched.add(session_id)
         self._count_holder(self.sessions.pop(session_id, None), -1)
         self.pool.discard(session_id)
 

@@ -13,11 +13,13 @@ from .batch import post_events
 from .errors import error_middleware
 from .keys import SERVICE
 from .openapi import build_spec
+from .replica import replica_middleware
 from .service import CoordinatorService
 
 
 def create_app(config: CoordinatorConfig) -> web.Application:
-    app = web.Application(client_max_size=config.server.max_body_bytes, middlewares=[error_middleware])
+    middlewares = [error_middleware, replica_middleware(lambda request: request.app[SERVICE])]
+    app = web.Application(client_max_size=config.server.max_body_bytes, middlewares=middlewares)
     spec = build_spec()
 
     async def openapi(request: web.Request) -> web.Response:
@@ -45,5 +47,6 @@ def create_app(config: CoordinatorConfig) -> web.Application:
     router.add_get("/v1/sessions/{session_id}", handlers.get_session)
     router.add_get("/metrics", handlers.get_metrics)
     router.add_get("/healthz", handlers.get_healthz)
+    router.add_get("/v1/leader", handlers.get_leader)
     router.add_get("/openapi.json", openapi)
     return app

@@ -31,6 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME=URL[,CAPACITY]",
         help="a vLLM node, in addition to the config file's (repeatable)",
     )
+    parser.add_argument("--redis", metavar="URL", help="share the fleet with other coordinators through this Redis")
+    parser.add_argument(
+        "--advertise-url", metavar="URL", help="where clients reach this coordinator (http://host:port)"
+    )
     parser.add_argument("--log-format", choices=["text", "json"], help="log lines as text or JSON (text)")
     parser.add_argument(
         "--log-level",
@@ -66,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
             "server.insecure_no_auth": args.insecure_no_auth,
             "server.log_format": args.log_format,
             "server.log_level": args.log_level,
+            "server.redis": args.redis,
+            "server.advertise_url": args.advertise_url,
             "policy.name": args.policy,
         }
         config = load_config(args.config, overrides, node_overrides(args.node))

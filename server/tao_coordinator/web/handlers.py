@@ -168,26 +168,32 @@ async def get_nodes(request: web.Request) -> web.Response:
 
 
 async def get_sessions(request: web.Request) -> web.Response:
+    """Live sessions: the core's, or, on a standby replica, the leader's as stored in Redis."""
     require_api(request)
     service = _service(request)
     now = service.now()
-    sessions = [
-        protocol.SessionInfo(
-            session_id=session.id,
-            phase=session.phase.name.lower(),
-            node=session.node,
-            harness=session.context.harness,
-            context_tokens=session.context_tokens,
-            running_tools=[tool.tool for tool in session.tools],
-            lease_expires_in_s=max(0.0, session.lease_expires_at - now),
-            workflow_id=session.context.workflow_id,
-            parent_session_id=session.context.parent_session_id,
-            step_id=session.step_id,
-            expected_next_tools=list(session.context.expected_next_tools),
-        ).model_dump(mode="json")
-        for session in service.coordinator.state.sessions.values()
-    ]
+    live = list(service.coordinator.state.sessions.values())
+    replica = service.replica
+    if replica is not None and not replica.serving:
+        live = [record.session for record in (await replica.store.sessions()).values()]
+    sessions = [session_info(session, now).model_dump(mode="json") for session in live]
     return web.json_response({"sessions": sessions})
+
+
+def session_info(session: model.Session, now: float) -> protocol.SessionInfo:
+    return protocol.SessionInfo(
+        session_id=session.id,
+        phase=session.phase.name.lower(),
+        node=session.node,
+        harness=session.context.harness,
+        context_tokens=session.context_tokens,
+        running_tools=[tool.tool for tool in session.tools],
+        lease_expires_in_s=max(0.0, session.lease_expires_at - now),
+        workflow_id=session.context.workflow_id,
+        parent_session_id=session.context.parent_session_id,
+        step_id=session.step_id,
+        expected_next_tools=list(session.context.expected_next_tools),
+    )
 
 
 async def get_session(request: web.Request) -> web.Response:
@@ -208,3 +214,14 @@ async def get_healthz(request: web.Request) -> web.Response:
     core = _service(request).coordinator
     healthy = sum(node.healthy for node in core.state.nodes.values())
     return web.json_response({"status": "ok", "healthy_nodes": healthy, "sessions": len(core.state.sessions)})
+
+
+async def get_leader(request: web.Request) -> web.Response:
+    """Which replica leads (`replica.py`); a coordinator without `--redis` always does."""
+    service = _service(request)
+    replica = service.replica
+    if replica is None:
+        return web.json_response({"role": "leader", "replica": None, "leader": None, "fence": None})
+    role = "leader" if replica.serving else "standby"
+    body = {"role": role, "replica": replica.replica_id, "leader": replica.leader_url, "fence": replica.election.fence}
+    return web.json_response(body)

@@ -70,6 +70,7 @@ READS: list[tuple[str, str, bool, type[BaseModel] | None]] = [
     ("/v1/sessions", "Live sessions", True, None),
     ("/v1/sessions/{session_id}", "A session's timeline, live or recently closed", True, protocol.SessionTimeline),
     ("/healthz", "Liveness", False, None),
+    ("/v1/leader", "Which replica leads (several coordinators on one Redis)", False, None),
     ("/metrics", "Prometheus metrics", False, None),
     ("/openapi.json", "This description", False, None),
 ]

@@ -11,7 +11,10 @@ Invariants:
 - session tokens live here (issued by `tokens.py`), not in the core: they authenticate, they are not scheduling
   state;
 - what was decided is told here, not in the core: every fed event goes to the session timelines (`timeline.py`),
-  every applied plan and every admission at an acquire to the decision log (`decisions.py`).
+  every applied plan and every admission at an acquire to the decision log (`decisions.py`);
+- with `--redis` (`replica.py`) the sessions each fed event touched are written to Redis before the request that fed
+  it is answered, and a replica that stops leading replaces its core with an empty one; a plan solved for a core
+  that was replaced meanwhile is dropped.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -32,18 +36,21 @@ from ..config import CoordinatorConfig, NodeConfig
 from ..core.actions import Action, Expired, Route, StartPlan
 from ..core.coordinator import Coordinator
 from ..core.events import Acquire, CacheResidency, Event, LlmEnd, NodeUpdate, Tick, ToolEnd
-from ..core.forecast import ToolHistory, learned_duration
-from ..core.model import Phase
+from ..core.forecast import ToolHistory, ToolKey, learned_duration
+from ..core.model import Phase, Session
 from ..core.plan import Plan, PlanFinished
 from ..core.policies import make_policy
 from ..core.snapshot import PlanJob
 from ..fleet.kv_index import NodeKvIndex
 from ..fleet.kv_subscriber import KvEventSubscriber
 from ..fleet.poller import NodeObservation, NodePoller
+from ..ha.codec import SessionRecord
+from ..ha.store import ToolRow
 from ..store import HistoryStore
 from .cache_reports import CacheReports
 from .decisions import DecisionLog, PlanDecision
 from .metrics import ServiceMetrics
+from .replica import Replica
 from .timeline import Timelines
 from .tokens import SessionTokens
 
@@ -64,26 +71,32 @@ class CoordinatorService:
     def __init__(self, config: CoordinatorConfig) -> None:
         self.config = config
         self.nodes: dict[str, NodeConfig] = {node.name: node for node in config.nodes}
-        core = config.core
-        self.store = HistoryStore(config.server.state_dir, core.forecast_window, core.forecast_max_levels)
-        history = ToolHistory.from_settings(core)
-        loaded = 0
-        for key, duration in self.store.load():
-            history.add(key, duration)
-            loaded += 1
-        self.store.prune()
-        log.info("loaded %d tool durations into %d learned levels from %s", loaded, history.levels, self.store.path)
-        policy = make_policy(config.policy.name)
-        self.coordinator = Coordinator(policy, config.core, history=history, inline_planning=False)
+        self.replica = Replica(self) if config.server.redis else None
+        history = ToolHistory.from_settings(config.core)
+        self.store: HistoryStore | None = None
+        if self.replica is None:
+            self.store = HistoryStore(
+                config.server.state_dir, config.core.forecast_window, config.core.forecast_max_levels
+            )
+            loaded = 0
+            for key, duration in self.store.load():
+                history.add(key, duration)
+                loaded += 1
+            self.store.prune()
+            log.info("loaded %d tool durations into %d learned levels from %s", loaded, history.levels, self.store.path)
+        self._install_core(history)
         self.metrics = ServiceMetrics(self)
-        self.decisions = DecisionLog(policy, config.core)
         self.timelines = Timelines(self.decisions.acquire_admission)
         self.cache_reports = CacheReports()
         self.session_tokens: dict[str, str] = {}
-        self.tokens = SessionTokens.in_state_dir(config.server.state_dir)
+        self.tokens = (
+            SessionTokens.in_state_dir(config.server.state_dir) if self.replica is None else SessionTokens(b"")
+        )
         self.leases: dict[str, str] = {}
         self._waiters: dict[str, asyncio.Future[Grant]] = {}
         self._unclaimed: dict[str, Grant] = {}
+        self._observed: dict[str, NodeObservation] = {}
+        """Each node's last scrape: a core built anew (a replica's takeover) starts from them, not from nothing."""
         self._kv_indexes: dict[str, NodeKvIndex] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tao-planner")
@@ -92,6 +105,11 @@ class CoordinatorService:
         self._tick_at: float | None = None
         self._http: aiohttp.ClientSession | None = None
         self._zmq: zmq.asyncio.Context | None = None
+
+    def _install_core(self, history: ToolHistory) -> None:
+        policy = make_policy(self.config.policy.name)
+        self.coordinator = Coordinator(policy, self.config.core, history=history, inline_planning=False)
+        self.decisions = DecisionLog(policy, self.config.core)
 
     # -- life cycle ------------------------------------------------------------------------------------------------
 
@@ -103,9 +121,9 @@ class CoordinatorService:
         return self.loop.time()
 
     async def start(self) -> None:
-        for node in self.nodes.values():
-            if node.capacity_tokens is not None:
-                self.feed(NodeUpdate(node.name, node.capacity_tokens))
+        self._feed_configured_nodes()
+        if self.replica is not None:
+            self.tokens = SessionTokens(await self.replica.start())
         self._http = aiohttp.ClientSession()
         for node in self.nodes.values():
             poller = NodePoller(node, self.config.fleet, self._http, self.observe_node)
@@ -122,7 +140,14 @@ class CoordinatorService:
             self._tasks.append(asyncio.create_task(self._flush_kv_evidence(), name="kv flush"))
         log.info("coordinator started: %d nodes, policy %s", len(self.nodes), self.config.policy.name)
 
+    def _feed_configured_nodes(self) -> None:
+        for node in self.nodes.values():
+            if node.capacity_tokens is not None:
+                self.feed(NodeUpdate(node.name, node.capacity_tokens))
+
     async def stop(self) -> None:
+        if self.replica is not None:
+            await self.replica.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -135,8 +160,11 @@ class CoordinatorService:
         if self._zmq is not None:
             self._zmq.term()
         self._executor.shutdown(wait=True)
-        self.store.close()
-        log.info("coordinator stopped; tool history persisted to %s", self.store.path)
+        if self.store is not None:
+            self.store.close()
+            log.info("coordinator stopped; tool history persisted to %s", self.store.path)
+        else:
+            log.info("coordinator stopped; its state is in Redis")
 
     # -- the core --------------------------------------------------------------------------------------------------
 
@@ -165,6 +193,8 @@ class CoordinatorService:
         for action in actions:
             self._carry_out(action)
         self._schedule_tick()
+        if self.replica is not None:
+            self.replica.fed()
         return actions
 
     def end_llm_call(self, event: LlmEnd) -> None:
@@ -184,6 +214,8 @@ class CoordinatorService:
                 self.forget(action.session_id)
 
     async def _solve(self, job: PlanJob) -> None:
+        core = self.coordinator
+
         def timed() -> tuple[float, object]:
             started = time.perf_counter()
             plan = job.solve()
@@ -197,7 +229,8 @@ class CoordinatorService:
             log.exception("plan %d could not be solved; an empty plan stands in", job.id)
             elapsed, plan = 0.0, Plan(())
         self.metrics.plan_seconds.observe(elapsed)
-        self.feed(PlanFinished(job.id, plan), job, elapsed)  # type: ignore[arg-type]
+        if self.coordinator is core:  # a replica that stopped leading meanwhile has a new core: the plan is void
+            self.feed(PlanFinished(job.id, plan), job, elapsed)  # type: ignore[arg-type]
 
     def _schedule_tick(self) -> None:
         wake = self.coordinator.next_wakeup()
@@ -285,8 +318,12 @@ class CoordinatorService:
         assert running is not None  # feed() would have raised IllegalTransition
         duration = event.duration_s if event.duration_s is not None else max(0.0, now - running.started_at)
         self.metrics.tool_ended(running, duration, event.status)
-        # what the history learned, so a restart replays the same values
-        self.store.record(running.tool, running.program, learned_duration(running.hints, duration), time.time())
+        # what the history learned, so a restart (or the next leader) replays the same values
+        row = (running.tool, running.program, learned_duration(running.hints, duration), time.time())
+        if self.replica is not None:
+            self.replica.learned(row)
+        elif self.store is not None:
+            self.store.record(*row)
 
     def wall_to_core(self, unix_time: float) -> float:
         return self.now() + (unix_time - time.time())
@@ -295,6 +332,7 @@ class CoordinatorService:
 
     def observe_node(self, observation: NodeObservation) -> None:
         self.metrics.observe_node(observation)
+        self._observed[observation.name] = observation
         known = self.coordinator.state.nodes.get(observation.name)
         capacity = observation.capacity_tokens or (known.capacity_tokens if known else None)
         if capacity is None and not observation.healthy:
@@ -318,6 +356,44 @@ class CoordinatorService:
                 counters=observation.counters,
             )
         )
+
+    # -- replicas (`replica.py`) -------------------------------------------------------------------------------------
+
+    def record_of(self, session: Session) -> SessionRecord:
+        return SessionRecord(session, self.leases.get(session.id), self.session_tokens.get(session.id))
+
+    def restore(self, records: Iterable[SessionRecord], tools: Iterable[ToolRow]) -> None:
+        """Start leading from the stored state: a core built anew with the learned history and every stored
+        session, beside the nodes as last scraped."""
+        history = ToolHistory.from_settings(self.config.core)
+        for tool, program, duration, _ in tools:
+            history.add(ToolKey.of(tool, program), duration)
+        self.forget_everything(SessionGone("the coordinator's leader changed"), history)
+        state = self.coordinator.state
+        for record in records:
+            state.put(record.session)
+            if record.lease_id is not None:
+                self.leases[record.session.id] = record.lease_id
+            if record.token is not None:
+                self.session_tokens[record.session.id] = record.token
+        state.take_touched()  # from here on, what the core touches is written
+        self.coordinator.planner.mark_dirty()
+        self._schedule_tick()
+
+    def forget_everything(self, error: Exception, history: ToolHistory | None = None) -> None:
+        """Drop every session (a replica that stopped leading): waiting acquires fail with `error`, a plan in flight
+        is void, and the nodes stay as last scraped."""
+        for waiter in self._waiters.values():
+            if not waiter.done():
+                waiter.set_exception(error)
+        self._waiters.clear()
+        self._unclaimed.clear()
+        self.leases.clear()
+        self.session_tokens.clear()
+        self._install_core(history or ToolHistory.from_settings(self.config.core))
+        self._feed_configured_nodes()
+        for observation in list(self._observed.values()):
+            self.observe_node(observation)
 
     async def _flush_kv_evidence(self) -> None:
         while True:

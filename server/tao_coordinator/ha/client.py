@@ -1,0 +1,19 @@
+"""The asyncio Redis client the HA parts expect: bounded socket timeouts, one immediate retry.
+
+A pooled connection is found broken only when used; after Redis restarts, the first command on each old connection
+fails, and the immediate retry on a fresh connection hides that. Anything longer is the caller's to handle: the
+election retries every tick and steps down by its deadline, a failed write fails its request.
+"""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+
+def connect(url: str, *, timeout_s: float = 1.0) -> Redis:
+    """A client of the Redis at `url` (`redis://host:port/db`); connects on first use."""
+    return Redis.from_url(
+        url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, retry=Retry(NoBackoff(), retries=1)
+    )

@@ -1,0 +1,222 @@
+"""Leader election over Redis with a fenced lease (the layout: docs/coordinator.md, "Several coordinators").
+
+`P:leader` holds `"<fence>|<replica_id>|<advertise_url>"` and expires after `ttl_s`; `P:fence` is INCR'd once per
+acquired leadership, so every leadership has its own value and a write fenced on that exact value (`store.py`) can
+never land once another replica has acquired. Every `ttl_s / 3` a standby runs ACQUIRE (take the key if it is free)
+and the leader runs RENEW (extend it only if it still holds exactly our value).
+
+Invariants:
+- A replica leads (`is_leader`) only until its local deadline: the loop time at which its last successful acquire
+  or renew was *sent*, plus `ttl_s − margin_s`. Redis started the key's ttl when it ran the call, after it was sent,
+  so the key cannot expire (and nobody else can acquire) before our deadline, unless Redis's clock runs faster than
+  ours by more than `margin_s` per `ttl_s`. `is_leader` reads the deadline on every call: a leader whose loop is late
+  (process paused, loop blocked, Redis slow) stops counting as leader at its deadline, whatever its task does.
+- A refused renew, a Redis error or a passed deadline steps down at once (`on_deposed`, `leading` cleared). A renew
+  is awaited until the deadline (not just one tick), so a slow Redis costs no leadership while the lease lasts.
+- A replica that stepped down resumes its leadership only if the key still holds exactly its value (it was never
+  lost: a transient error), the fence unchanged; otherwise it leads again only by acquiring a new fence.
+- `stop()` deletes the key if it holds exactly our value, so a clean shutdown fails over at the next standby tick.
+
+Times are the event loop's clock; nothing here reads the core's clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+log = logging.getLogger("tao.ha.lease")
+
+REDIS_ERRORS = (RedisError, OSError, TimeoutError)
+"""What a call to Redis raises when Redis is unreachable, slow or restarting."""
+
+ACQUIRE = """
+local current = redis.call('GET', KEYS[1])
+if not current then
+    local fence = redis.call('INCR', KEYS[2])
+    current = fence .. '|' .. ARGV[1]
+    redis.call('SET', KEYS[1], current, 'PX', ARGV[2])
+    return {1, current}
+end
+if current == ARGV[3] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return {1, current}
+end
+return {0, current}
+"""
+"""KEYS: leader, fence. ARGV: `replica|url`, ttl in ms, the value we held last (or ""). → {1 if ours, the value}."""
+
+RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return 1
+end
+return 0
+"""
+
+RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+
+def parse_leader(value: str) -> tuple[int, str, str]:
+    """`(fence, replica_id, advertise_url)` of a `P:leader` value."""
+    fence, replica, url = value.split("|", 2)
+    return int(fence), replica, url
+
+
+class LeaderElection:
+    """One replica's side of the election. `start()` (or a task running `run()`), then read `is_leader`."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        replica_id: str,
+        advertise_url: str,
+        *,
+        prefix: str = "tao",
+        ttl_s: float = 1.0,
+        margin_s: float | None = None,
+        on_elected: Callable[[int], Any] | None = None,
+        on_deposed: Callable[[str], Any] | None = None,
+    ) -> None:
+        if "|" in replica_id or not replica_id:
+            raise ValueError(f"replica id {replica_id!r}: must be non-empty and hold no '|'")
+        self.margin_s = ttl_s / 10 if margin_s is None else margin_s
+        if ttl_s <= 0 or not 0 <= self.margin_s < ttl_s * 2 / 3:
+            raise ValueError(f"lease ttl {ttl_s} s with margin {self.margin_s} s: need ttl > 0, 0 ≤ margin < ⅔ ttl")
+        self.redis = redis
+        self.replica_id = replica_id
+        self.advertise_url = advertise_url
+        self.ttl_s = ttl_s
+        self.interval_s = ttl_s / 3
+        self.leader_key = f"{prefix}:leader"
+        self.fence_key = f"{prefix}:fence"
+        self.on_elected = on_elected
+        """Called with the fence when this replica becomes leader."""
+        self.on_deposed = on_deposed
+        """Called with the reason when it stops being leader."""
+        self.leading = asyncio.Event()
+        """Set while this replica is leader (cleared when it steps down; `is_leader` also checks the deadline)."""
+        self.value: str | None = None
+        """The exact `P:leader` value of our leadership; None while we do not hold one."""
+        self.seen: str | None = None
+        """The `P:leader` value last read (ours while we lead); None when there is none or Redis did not answer."""
+        self._last_held = ""
+        self._deadline = 0.0
+        self._task: asyncio.Task[None] | None = None
+        self._acquire = redis.register_script(ACQUIRE)
+        self._renew = redis.register_script(RENEW)
+        self._release = redis.register_script(RELEASE)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.value is not None and asyncio.get_running_loop().time() < self._deadline
+
+    @property
+    def fence(self) -> int | None:
+        """The fence of the leader last seen: ours while we lead."""
+        return parse_leader(self.seen)[0] if self.seen else None
+
+    @property
+    def leader_url(self) -> str | None:
+        """Where the leader last seen serves (our own `advertise_url` while we lead)."""
+        return parse_leader(self.seen)[2] if self.seen else None
+
+    def start(self) -> asyncio.Task[None]:
+        """Run the election in a task of the running loop (the one `stop()` cancels)."""
+        self._task = asyncio.get_running_loop().create_task(self.run(), name=f"tao-election-{self.replica_id}")
+        return self._task
+
+    async def run(self) -> None:
+        """Acquire or renew every `ttl_s / 3`, and wake at the deadline to step down in time. Runs until cancelled."""
+        loop = asyncio.get_running_loop()
+        while True:
+            started = loop.time()
+            await self.tick()
+            wake = started + self.interval_s
+            if self.value is not None:
+                wake = min(wake, self._deadline)
+            await asyncio.sleep(max(0.0, wake - loop.time()))
+
+    async def tick(self) -> None:
+        """One round: step down if the deadline passed, then renew our lease or try to acquire it."""
+        now = asyncio.get_running_loop().time()
+        if self.value is not None and now >= self._deadline:
+            self.step_down("the lease's deadline passed without a renew")
+        try:
+            if self.value is not None:
+                # a slow renew is no error while the lease lasts: wait for it until the deadline, not a tick
+                async with asyncio.timeout_at(self._deadline):
+                    renewed = await self._renew(keys=[self.leader_key], args=[self.value, self._ttl_ms])
+                if renewed:
+                    self._deadline = now + self.ttl_s - self.margin_s
+                else:
+                    self.seen = None
+                    self.step_down("another replica holds the lease")
+                return
+            async with asyncio.timeout(self.interval_s):
+                mine, current = await self._acquire(
+                    keys=[self.leader_key, self.fence_key],
+                    args=[f"{self.replica_id}|{self.advertise_url}", self._ttl_ms, self._last_held],
+                )
+        except REDIS_ERRORS as error:
+            self.seen = None
+            if self.value is not None:
+                self.step_down(f"Redis did not answer: {error!r}")
+            else:
+                log.debug("no answer from Redis: %r", error)
+            return
+        self.seen = current.decode() if isinstance(current, bytes) else str(current)
+        if mine:
+            self._deadline = now + self.ttl_s - self.margin_s
+            self._elected(self.seen)
+
+    def step_down(self, reason: str, level: int = logging.WARNING) -> None:
+        """Stop leading now (a no-op when not leading); also called by a write that found itself fenced."""
+        if self.value is None:
+            return
+        log.log(level, "replica %s steps down: %s", self.replica_id, reason)
+        self._last_held, self.value, self.seen = self.value, None, None
+        self.leading.clear()
+        if self.on_deposed is not None:
+            self.on_deposed(reason)
+
+    async def stop(self) -> None:
+        """Cancel the task `start()` made, and release the lease if we hold it, so another replica takes over now."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        held = self.value or self._last_held
+        self.step_down("stopped", logging.INFO)
+        self._last_held = ""
+        if held:
+            try:
+                async with asyncio.timeout(self.ttl_s):
+                    await self._release(keys=[self.leader_key], args=[held])
+            except REDIS_ERRORS as error:
+                log.warning("could not release the lease (it expires on its own): %r", error)
+
+    @property
+    def _ttl_ms(self) -> int:
+        return max(1, round(self.ttl_s * 1000))
+
+    def _elected(self, value: str) -> None:
+        resumed = value == self._last_held
+        self.value = value
+        self.leading.set()
+        fence = parse_leader(value)[0]
+        log.info("replica %s %s leader with fence %d", self.replica_id, "is again" if resumed else "became", fence)
+        if self.on_elected is not None:
+            self.on_elected(fence)

@@ -1,0 +1,215 @@
+"""One coordinator among several sharing one fleet through Redis (`--redis`): the leader serves, the others stand by.
+
+The leader is elected with a fenced lease (`ha/lease.py`). What it must not lose lives in Redis (`ha/store.py`):
+every live session as the core holds it (phase, place, running tools, cache evidence), with its lease id and its
+live token, and every learned tool end. What it rebuilds from the nodes instead: their capacity, load and rates
+(the first scrape of each, within `fleet.scrape_interval_s`), their KV-event residency (the replay socket), the
+half-life fits and the adaptive targets (from the calls that follow), and the operator's view (timelines and the
+decision log start afresh).
+
+Invariants:
+- a write request is answered only once everything it changed is in Redis (`durable`): after each fed event the
+  sessions the core touched are written, in batches, by one writer task, with one fenced call per batch; a request
+  whose changes could not be written is answered 421, so the client sends it again to the leader, and nothing
+  acknowledged is lost;
+- only a replica that leads and has restored the stored state serves writes (`serving`); every other one answers
+  them 421 naming the leader it last saw, and reads from its own view;
+- a replica that stops leading — deposed, fenced, or unable to write — forgets every session at once: when it leads
+  again it restores them from Redis, never from what it held, so a stored state and a served one never diverge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+from redis.asyncio import Redis
+
+from ..ha.client import connect
+from ..ha.lease import REDIS_ERRORS, LeaderElection
+from ..ha.store import Fenced, RedisStateStore, ToolRow
+
+if TYPE_CHECKING:
+    from .service import CoordinatorService
+
+log = logging.getLogger("tao.coordinator.replica")
+
+LEADER_HEADER = "X-TAO-Leader"
+NOT_LEADER = "not_leader"
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class NotServing(Exception):
+    """This replica does not serve writes now: it is not the leader, or it could not store what it changed."""
+
+
+class Replica:
+    def __init__(self, service: CoordinatorService) -> None:
+        server = service.config.server
+        assert server.redis is not None
+        self.service = service
+        self.redis: Redis = connect(server.redis, timeout_s=server.lease_s)
+        self.replica_id = server.replica_id or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+        self.advertise_url = server.advertise_url or f"http://{server.host}:{server.port}"
+        self.election = LeaderElection(
+            self.redis,
+            self.replica_id,
+            self.advertise_url,
+            prefix=server.redis_prefix,
+            ttl_s=server.lease_s,
+            on_elected=self._elected,
+            on_deposed=self._deposed,
+        )
+        self.store = RedisStateStore(self.redis, server.redis_prefix, self.election)
+        self.restored = False
+        self.took_over_s: float | None = None
+        """How long the last takeover took, from election to serving (restore included)."""
+        self._tools: list[ToolRow] = []
+        self._fed = 0
+        self._stored = 0
+        self._wake = asyncio.Event()
+        self._progress = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._takeover: asyncio.Task[None] | None = None
+
+    @property
+    def serving(self) -> bool:
+        return self.restored and self.election.is_leader
+
+    @property
+    def leader_url(self) -> str | None:
+        return self.election.leader_url
+
+    async def start(self) -> bytes:
+        """Start electing and writing; the session-token key every replica shares."""
+        key = await self.store.token_key()
+        self._tasks = [
+            asyncio.create_task(self._write_loop(), name="replica writer"),
+        ]
+        self.election.start()
+        return key
+
+    async def stop(self) -> None:
+        await self.election.stop()
+        for task in [*self._tasks, *([self._takeover] if self._takeover else [])]:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.redis.aclose()
+
+    # -- leadership ------------------------------------------------------------------------------------------------
+
+    def _elected(self, fence: int) -> None:
+        if self._takeover is not None and not self._takeover.done():
+            return
+        self._takeover = asyncio.create_task(self._take_over(fence), name="replica takeover")
+
+    async def _take_over(self, fence: int) -> None:
+        started = time.perf_counter()
+        try:
+            records, tools = await self.store.load()
+        except REDIS_ERRORS as error:
+            self.election.step_down(f"could not read the stored state: {error!r}")
+            return
+        if not self.election.is_leader:
+            return
+        self.service.restore(records.values(), tools)
+        self._fed = self._stored = 0
+        self.restored = True
+        self.took_over_s = time.perf_counter() - started
+        log.info(
+            "replica %s serves as leader (fence %d): %d sessions and %d tool ends restored in %.0f ms",
+            self.replica_id,
+            fence,
+            len(records),
+            len(tools),
+            self.took_over_s * 1000,
+        )
+
+    def _deposed(self, reason: str) -> None:
+        was_serving, self.restored = self.restored, False
+        self._tools.clear()
+        self._progress.set()  # every request waiting in `durable` finds it cannot be served
+        if was_serving:
+            self.service.forget_everything(NotServing(reason))
+
+    # -- durable writes --------------------------------------------------------------------------------------------
+
+    def fed(self) -> None:
+        """The core took an event: what it touched is to be written."""
+        if self.restored:
+            self._fed += 1
+            self._wake.set()
+
+    def learned(self, row: ToolRow) -> None:
+        if self.restored:
+            self._tools.append(row)
+
+    async def durable(self) -> None:
+        """Return once everything fed so far is in Redis; raise `NotServing` if it cannot be."""
+        target = self._fed
+        while self._stored < target:
+            if not self.serving:
+                raise NotServing("not the leader")
+            self._progress.clear()
+            await self._progress.wait()
+        if not self.serving:
+            raise NotServing("not the leader")
+
+    async def _write_loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if not self.restored:
+                continue
+            target = self._fed
+            state = self.service.coordinator.state
+            touched = state.take_touched()
+            changed = [self.service.record_of(state.sessions[i]) for i in touched if i in state.sessions]
+            removed = [i for i in touched if i not in state.sessions]
+            tools, self._tools = self._tools, []
+            try:
+                if changed or removed or tools:
+                    await self.store.write(changed, removed, tools)
+            except (Fenced, *REDIS_ERRORS) as error:
+                self.election.step_down(f"could not store what it changed: {error!r}")
+                continue
+            self._stored = max(self._stored, target)
+            self._progress.set()
+
+
+def not_leader(replica: Replica, reason: str = "this coordinator is a standby") -> web.Response:
+    """421 with the leader this replica last saw, so the client sends the request there."""
+    leader = replica.leader_url
+    if leader == replica.advertise_url:
+        leader = None  # we are deposed: whoever leads next is not known yet
+    body: dict[str, object] = {"error": f"{reason}; send writes to the leader", "code": NOT_LEADER, "leader": leader}
+    headers = {LEADER_HEADER: leader} if leader else None
+    return web.json_response(body, status=421, headers=headers)
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def replica_middleware(service_of: Callable[[web.Request], CoordinatorService]) -> Middleware:
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        replica = service_of(request).replica
+        if replica is None or request.method in READ_METHODS or not request.path.startswith("/v1/"):
+            return await handler(request)
+        if not replica.serving:
+            return not_leader(replica)
+        try:
+            response = await handler(request)
+            await replica.durable()
+        except NotServing as error:
+            return not_leader(replica, f"this coordinator stopped leading ({error})")
+        return response
+
+    return middleware
