@@ -77,7 +77,7 @@ class ThreadedCoordinator:
 
     def stop(self) -> None:
         if self.thread.is_alive():
-            self.call(self.runner.cleanup())
+            self.call(self.runner.cleanup(), timeout=30.0)  # a loaded machine: a replica releases its lease too
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(10)
             self.loop.close()
