@@ -164,15 +164,21 @@ class SessionView(_Body):
 
 
 NO_HEALTHY_NODE = "no_healthy_node"
+NOT_LEADER = "not_leader"
+LEADER_HEADER = "X-TAO-Leader"
+"""On a 421 from a standby replica: where the leader serves, as `ErrorBody.leader` has it."""
 
 
 class ErrorBody(_Body):
     error: str
     field: str | None = None
     code: str | None = None
-    """A cause a client acts on: `no_healthy_node` (a 503 to an acquire while no node of the fleet is healthy)."""
+    """A cause a client acts on: `no_healthy_node` (a 503 to an acquire while no node of the fleet is healthy),
+    `not_leader` (a 421 from a replica that does not serve writes)."""
     session: SessionView | None = None
     """On a 409 about a session: what the coordinator sees of it."""
+    leader: str | None = None
+    """On a 421: the leader the replica last saw, if any (also in the `X-TAO-Leader` header)."""
 
 
 class NodeInfo(_Body):

@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 import httpx2
 
 from .errors import ConfigurationError
+from .protocol import LEADER_HEADER, NOT_LEADER
 
 __all__ = ["FAILOVER_PAUSE_S", "LEADER_HEADER", "Failover", "NotLeader", "Replicas", "coordinator_urls", "not_leader"]
 
-LEADER_HEADER = "X-TAO-Leader"
-NOT_LEADER_TYPES = frozenset({"not_leader", "stepping_down"})
+NOT_LEADER_TYPES = frozenset({NOT_LEADER, "stepping_down"})
 """The error types (`error.type`, or `code`) by which a replica says it does not serve writes."""
 FAILOVER_PAUSE_S = 0.2
 """The pause after every replica failed in turn, before the next round: no tight loop on refused connections."""

@@ -19,6 +19,7 @@ from redis.asyncio import Redis
 
 from tao_coordinator.ha import LeaderElection, LocalRedis, RedisNotInstalled
 from tao_coordinator.ha import connect as connect_to
+from tao_coordinator.ha.client import close
 
 TTL_S = 1.0
 """The lease of the tests' elections: short, as the issue's failover target assumes."""
@@ -52,7 +53,7 @@ async def connect(redis_server: LocalRedis) -> AsyncIterator[Callable[[], Redis]
 
     yield new
     for client in clients:
-        await client.aclose()
+        await close(client)
 
 
 @pytest.fixture

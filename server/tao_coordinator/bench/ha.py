@@ -33,6 +33,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from ..ha import LocalRedis
+from ..ha.client import close
 from ..progress import Progress
 from . import ha_latency
 from .ha_cluster import Agents, Call, bed, role, wait_leader
@@ -168,7 +169,7 @@ async def _snapshot(url: str) -> tuple[dict[Any, Any], int, int]:
         held, tools = await redis.hgetall("tao:sessions"), await redis.xlen("tao:tools")
         return held, int(tools), int(await redis.get("tao:fence") or 0)
     finally:
-        await redis.aclose()
+        await close(redis)
 
 
 def partition(scale: Scale, work: Path) -> dict[str, Any]:

@@ -31,6 +31,11 @@ from typing import Any
 import aiohttp
 from redis.asyncio import Redis
 
+from tao_sdk import protocol
+from tao_sdk.replicas import Replicas
+
+from ..ha.client import close
+
 RETRY_S = 0.02
 GIVE_UP_S = 30.0
 
@@ -64,8 +69,7 @@ class RawLoad:
     """`sessions` raw sessions over the replicas at `urls`; `run()` until `stop` is set."""
 
     def __init__(self, urls: list[str], sessions: int, cycle_s: float, prefix: str = "ha") -> None:
-        self.urls = urls
-        self.leader = urls[0]
+        self.replicas = Replicas(tuple(urls))
         self.ids = [f"{prefix}-{k}" for k in range(sessions)]
         self.cycle_s = cycle_s
         self.ledger = Ledger()
@@ -123,30 +127,22 @@ class RawLoad:
         becomes the time the answered attempt was sent."""
         deadline = time.monotonic() + GIVE_UP_S
         while time.monotonic() < deadline:
-            url = self.leader
+            url = self.replicas.leader
             self.requests += 1
             if sent is not None:
                 sent[0] = time.monotonic()
             try:
                 async with http.post(url + path, json=body) as response:
                     status, text = response.status, await response.text()
-                    named = response.headers.get("X-TAO-Leader")
+                    named = response.headers.get(protocol.LEADER_HEADER)
             except (aiohttp.ClientError, TimeoutError):
-                self._next(url)
+                self.replicas.moved(url, None)
                 await asyncio.sleep(RETRY_S)
                 continue
             answer = json.loads(text) if text else None
-            if status == 421:
-                named = named or _leader_named(answer)
-                if named and named != url:
-                    self.leader = named
-                else:
-                    self._next(url)
-                    await asyncio.sleep(RETRY_S)
-                continue
-            if status >= 500:
-                self._next(url)
-                await asyncio.sleep(RETRY_S)
+            if status == 421 or status >= 500:
+                if self.replicas.moved(url, named if status == 421 else None) != named:
+                    await asyncio.sleep(RETRY_S)  # no leader named: a pause before the next replica
                 continue
             if status == 404 and session is not None:
                 self.ledger.reregistered.add(session)
@@ -157,10 +153,6 @@ class RawLoad:
             return status, answer
         self.ledger.unanswered += 1
         return 0, None
-
-    def _next(self, failed: str) -> None:
-        if self.leader == failed:
-            self.leader = self.urls[(self.urls.index(failed) + 1) % len(self.urls)]
 
 
 class LoadProcess:
@@ -221,7 +213,7 @@ async def read_stored(url: str, prefix: str = "tao") -> Stored:
         for _, fields in await redis.xrange(f"{prefix}:tools") or []:
             programs[_text((fields or {})[b"program"])] += 1
     finally:
-        await redis.aclose()
+        await close(redis)
     return Stored(records, programs)
 
 
@@ -234,15 +226,6 @@ def acked_lost(ledger: Ledger, stored: Stored) -> int:
 
 def registered_at(stored: Stored) -> dict[str, float]:
     return {s: float(r["registered_at"]) for s, r in stored.records.items()}
-
-
-def _leader_named(answer: Any) -> str | None:
-    """The leader a 421's body names: at its top level, or under `error` (the layout of the spec)."""
-    if not isinstance(answer, dict):
-        return None
-    error = answer.get("error")
-    named = answer.get("leader") or (error.get("leader") if isinstance(error, dict) else None)
-    return str(named) if named else None
 
 
 def _text(value: bytes | str) -> str:

@@ -7,6 +7,8 @@ election retries every tick and steps down by its deadline, a failed write fails
 
 from __future__ import annotations
 
+import asyncio
+
 from redis.asyncio import Redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
@@ -17,3 +19,10 @@ def connect(url: str, *, timeout_s: float = 1.0) -> Redis:
     return Redis.from_url(
         url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, retry=Retry(NoBackoff(), retries=1)
     )
+
+
+async def close(client: Redis, timeout_s: float = 1.0) -> None:
+    """Close `client`, waiting at most `timeout_s`: a pool whose connection is stuck on a restarted server can make
+    `aclose` wait for ever, and a shutdown must not."""
+    closing = asyncio.ensure_future(client.aclose())
+    await asyncio.wait({closing}, timeout=timeout_s)

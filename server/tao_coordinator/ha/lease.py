@@ -23,7 +23,6 @@ Times are the event loop's clock; nothing here reads the core's clock.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -195,8 +194,7 @@ class LeaderElection:
         """Cancel the task `start()` made, and release the lease if we hold it, so another replica takes over now."""
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await asyncio.wait({self._task}, timeout=self.ttl_s)  # bounded: a stop must not hang on Redis
             self._task = None
         held = self.value or self._last_held
         self.step_down("stopped", logging.INFO)

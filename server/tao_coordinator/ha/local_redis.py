@@ -10,7 +10,6 @@ server does not start.
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -20,15 +19,11 @@ from types import TracebackType
 import redis
 import redis.exceptions
 
+from ..local_coordinator import free_port
+
 
 class RedisNotInstalled(RuntimeError):
     """`redis-server` is not on PATH."""
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class LocalRedis:

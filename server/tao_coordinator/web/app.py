@@ -13,8 +13,8 @@ from .batch import post_events
 from .errors import error_middleware
 from .keys import SERVICE
 from .openapi import build_spec
-from .replica import replica_middleware
 from .service import CoordinatorService
+from .standby import replica_middleware
 
 
 def create_app(config: CoordinatorConfig) -> web.Application:

@@ -71,9 +71,11 @@ def json_error(
     *,
     code: str | None = None,
     session: protocol.SessionView | None = None,
+    leader: str | None = None,
 ) -> web.Response:
-    body = protocol.ErrorBody(error=message, field=field, code=code, session=session)
-    return web.json_response(body.model_dump(mode="json", exclude_none=True), status=status)
+    body = protocol.ErrorBody(error=message, field=field, code=code, session=session, leader=leader)
+    headers = {protocol.LEADER_HEADER: leader} if leader else None
+    return web.json_response(body.model_dump(mode="json", exclude_none=True), status=status, headers=headers)
 
 
 def session_view(service: CoordinatorService, session_id: str) -> protocol.SessionView | None:

@@ -25,14 +25,11 @@ import logging
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from aiohttp import web
-from aiohttp.typedefs import Middleware
 from redis.asyncio import Redis
 
-from ..ha.client import connect
+from ..ha.client import close, connect
 from ..ha.lease import REDIS_ERRORS, LeaderElection
 from ..ha.store import Fenced, RedisStateStore, ToolRow
 
@@ -40,10 +37,6 @@ if TYPE_CHECKING:
     from .service import CoordinatorService
 
 log = logging.getLogger("tao.coordinator.replica")
-
-LEADER_HEADER = "X-TAO-Leader"
-NOT_LEADER = "not_leader"
-READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 class NotServing(Exception):
@@ -69,11 +62,12 @@ class Replica:
         )
         self.store = RedisStateStore(self.redis, server.redis_prefix, self.election)
         self.restored = False
-        self.took_over_s: float | None = None
-        """How long the last takeover took, from election to serving (restore included)."""
         self._tools: list[ToolRow] = []
+        self._term = 0
+        """Leaderships served so far: a change fed in one is void in the next, which restored from Redis."""
         self._fed = 0
         self._stored = 0
+        """Events fed, and of them those whose changes are in Redis (both only grow)."""
         self._wake = asyncio.Event()
         self._progress = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -101,7 +95,7 @@ class Replica:
         for task in [*self._tasks, *([self._takeover] if self._takeover else [])]:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self.redis.aclose()
+        await close(self.redis)
 
     # -- leadership ------------------------------------------------------------------------------------------------
 
@@ -120,16 +114,16 @@ class Replica:
         if not self.election.is_leader:
             return
         self.service.restore(records.values(), tools)
-        self._fed = self._stored = 0
+        self._term += 1
+        self._stored = self._fed
         self.restored = True
-        self.took_over_s = time.perf_counter() - started
         log.info(
             "replica %s serves as leader (fence %d): %d sessions and %d tool ends restored in %.0f ms",
             self.replica_id,
             fence,
             len(records),
             len(tools),
-            self.took_over_s * 1000,
+            (time.perf_counter() - started) * 1000,
         )
 
     def _deposed(self, reason: str) -> None:
@@ -152,15 +146,16 @@ class Replica:
             self._tools.append(row)
 
     async def durable(self) -> None:
-        """Return once everything fed so far is in Redis; raise `NotServing` if it cannot be."""
-        target = self._fed
-        while self._stored < target:
-            if not self.serving:
+        """Return once everything fed so far is in Redis; raise `NotServing` if it cannot be (this replica stopped
+        leading before, even if it leads again: what it fed then was dropped for the stored state)."""
+        term, target = self._term, self._fed
+        while True:
+            if not self.serving or self._term != term:
                 raise NotServing("not the leader")
+            if self._stored >= target:
+                return
             self._progress.clear()
             await self._progress.wait()
-        if not self.serving:
-            raise NotServing("not the leader")
 
     async def _write_loop(self) -> None:
         while True:
@@ -182,34 +177,3 @@ class Replica:
                 continue
             self._stored = max(self._stored, target)
             self._progress.set()
-
-
-def not_leader(replica: Replica, reason: str = "this coordinator is a standby") -> web.Response:
-    """421 with the leader this replica last saw, so the client sends the request there."""
-    leader = replica.leader_url
-    if leader == replica.advertise_url:
-        leader = None  # we are deposed: whoever leads next is not known yet
-    body: dict[str, object] = {"error": f"{reason}; send writes to the leader", "code": NOT_LEADER, "leader": leader}
-    headers = {LEADER_HEADER: leader} if leader else None
-    return web.json_response(body, status=421, headers=headers)
-
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def replica_middleware(service_of: Callable[[web.Request], CoordinatorService]) -> Middleware:
-    @web.middleware
-    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        replica = service_of(request).replica
-        if replica is None or request.method in READ_METHODS or not request.path.startswith("/v1/"):
-            return await handler(request)
-        if not replica.serving:
-            return not_leader(replica)
-        try:
-            response = await handler(request)
-            await replica.durable()
-        except NotServing as error:
-            return not_leader(replica, f"this coordinator stopped leading ({error})")
-        return response
-
-    return middleware

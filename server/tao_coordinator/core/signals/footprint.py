@@ -16,15 +16,25 @@ from ..settings import CoreSettings
 from .base import NO_FIELDS, NO_NODES, SignalContext
 
 
-def footprint_tokens(session: Session, settings: CoreSettings) -> int:
+def next_prompt_tokens(session: Session, settings: CoreSettings) -> int:
+    """The prompt of the session's next call: its context, or the prompt its acquire announced if longer; before
+    anything is known, `default_session_tokens`."""
     total = max(session.context_tokens, session.expected_input_tokens)
     if total == 0 and session.completed_calls == 0:
-        total = settings.default_session_tokens
+        return settings.default_session_tokens
+    return total
+
+
+def mean_output_tokens(session: Session, settings: CoreSettings) -> float:
+    """The session's mean completion so far; `default_output_tokens` before its first call."""
     if session.completed_calls:
-        expected_output = session.output_tokens_total // session.completed_calls
-    else:
-        expected_output = settings.default_output_tokens
-    return max(0, total - session.context.shared_prefix_tokens) + expected_output
+        return session.output_tokens_total / session.completed_calls
+    return settings.default_output_tokens
+
+
+def footprint_tokens(session: Session, settings: CoreSettings) -> int:
+    expected_output = int(mean_output_tokens(session, settings))
+    return max(0, next_prompt_tokens(session, settings) - session.context.shared_prefix_tokens) + expected_output
 
 
 class Footprint:

@@ -30,6 +30,7 @@ import math
 from ..model import NodeId, Phase, Session
 from ..settings import CoreSettings
 from .base import NodeCredits, SignalContext
+from .footprint import mean_output_tokens, next_prompt_tokens
 
 LEVELS = 8
 """Units per halving of a call's memory-time, and the node's step time's resolution (steps of 2^(1/LEVELS))."""
@@ -46,14 +47,8 @@ def coarse_step_s(decode_step_s: float) -> float:
 
 def call_token_steps(session: Session, settings: CoreSettings) -> float:
     """τ = p·d + d²/2 of the session's next call."""
-    prompt = max(session.context_tokens, session.expected_input_tokens)
-    if prompt == 0 and session.completed_calls == 0:
-        prompt = settings.default_session_tokens
-    if session.completed_calls:
-        decode = session.output_tokens_total / session.completed_calls
-    else:
-        decode = settings.default_output_tokens
-    decode = max(decode, 1.0)
+    prompt = next_prompt_tokens(session, settings)
+    decode = max(mean_output_tokens(session, settings), 1.0)
     return prompt * decode + decode * decode / 2
 
 
