@@ -53,6 +53,15 @@ class CoordinatorProcess:
 
     url: str
     process: subprocess.Popen[Any]
+    log_path: Path | None = None
+    """Where its standard error (the log, one JSON object a line) goes, when asked for."""
+
+    def log_lines(self) -> list[str]:
+        return self.log_path.read_text(errors="replace").splitlines() if self.log_path else []
+
+    def tracebacks(self) -> int:
+        """Tracebacks in its log so far: a fault the service handles logs one line, never one of these."""
+        return sum(line.count("Traceback (most recent call last)") for line in self.log_lines())
 
     def pause(self) -> None:
         """SIGSTOP: the process keeps its sockets (connections still complete in the backlog) and answers nothing."""
@@ -74,9 +83,12 @@ def coordinator_process(
     *,
     token: str | None = None,
     policy: str | None = None,
+    log_path: Path | None = None,
+    extra_args: Sequence[str] = (),
 ) -> Iterator[CoordinatorProcess]:
     """A coordinator process over `nodes` (`NAME=URL[,CAPACITY]`, as `--node` takes them), with `token` or, without
-    one, no auth (loopback); `state_dir` defaults to a throw-away directory. Stopped on the way out, even if paused."""
+    one, no auth (loopback); `state_dir` defaults to a throw-away directory; its log goes to `log_path` if given,
+    else nowhere; `extra_args` are more `tao coordinator` flags. Stopped on the way out, even if paused."""
     with tempfile.TemporaryDirectory() as scratch:
         state = state_dir or Path(scratch)
         port = free_port()
@@ -85,9 +97,11 @@ def coordinator_process(
         command += ["--log-format", "json"] + (["--policy", policy] if policy else [])
         for spec in nodes:
             command += ["--node", spec]
+        command += list(extra_args)
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        running = CoordinatorProcess(f"http://127.0.0.1:{port}", server)
+        log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 (closed below)
+        server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)
+        running = CoordinatorProcess(f"http://127.0.0.1:{port}", server, log_path)
         try:
             wait_ready(running.url, server)
             yield running
@@ -96,6 +110,8 @@ def coordinator_process(
                 server.send_signal(signal.SIGCONT)
                 server.terminate()
                 server.wait(10)
+            if log_path:
+                log.close()  # type: ignore[union-attr]
 
 
 @contextmanager

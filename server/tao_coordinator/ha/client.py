@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 
 def connect(url: str, *, timeout_s: float = 1.0) -> Redis:
