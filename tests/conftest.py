@@ -1,8 +1,11 @@
-"""Shared test settings: hypothesis profiles (CI runs the same number of examples as a developer)."""
+"""Shared test settings: hypothesis profiles (CI runs the same number of examples as a developer), and the header
+that states the release of every dependency the suite ran with."""
 
 import asyncio
+import re
 import threading
 from collections.abc import Callable, Iterator
+from importlib.metadata import PackageNotFoundError, requires, version
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +14,24 @@ from hypothesis import HealthCheck, settings
 
 settings.register_profile("default", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("default")
+
+
+def dependency_releases() -> str:
+    """The installed release of each of tao-sdk's dependencies (every extra)."""
+    names = {re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0] for requirement in requires("tao-sdk") or []}
+    found = []
+    for name in sorted(names - {"tao-sdk"}):
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            found.append(f"{name} (not installed)")
+    return ", ".join(found)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """States the releases the suite ran with, so that a red run after a new release names it (CI installs the
+    newest releases the ranges allow, as a fresh machine does)."""
+    terminalreporter.write_line(f"ran with: {dependency_releases()}")
 
 
 def listen_to_feed(service: Any, listener: Callable[[Any, list[Any] | None, Exception | None], None]) -> None:
