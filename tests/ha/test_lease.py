@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Callable
 
 import pytest
+from redis.asyncio import Redis
 
 from tao_coordinator.core.model import AgentContext, Session
 from tao_coordinator.ha import Fenced, LeaderElection, LocalRedis, RedisStateStore, SessionRecord
@@ -112,23 +113,68 @@ async def test_a_resumed_leader_steps_down_and_stays_standby(elections: Make) ->
     assert not a.leading.is_set() and b.leading.is_set()
 
 
-async def test_the_election_recovers_after_redis_restarts_empty(elections: Make, redis_server: LocalRedis) -> None:
+async def test_the_election_recovers_after_redis_restarts_empty_and_the_fence_never_goes_back(
+    elections: Make, redis_server: LocalRedis, caplog: pytest.LogCaptureFixture
+) -> None:
     events: list[str] = []
+    anomalies: list[str] = []
     a = elections("a", on_elected=lambda fence: events.append(f"elected {fence}"), on_deposed=events.append)
-    b = elections("b")
+    b = elections("b", on_anomaly=anomalies.append)
     a.start()
     await wait_for(lambda: a.is_leader, 2, "a leads")
     b.start()
+    await wait_for(lambda: b.fence == 1, 2, "b sees a's fence")
 
     redis_server.kill()
     redis_server.appendonly = False  # it comes back without the lease: a new election
     await wait_for(lambda: not a.is_leader, TTL_S, "a steps down without Redis")
-    assert not b.is_leader and b.leader_url is None
+    await wait_for(lambda: b.leader_url is None, TTL_S, "b sees no leader")
+    assert not b.is_leader
     redis_server.restart()
 
     await wait_for(lambda: len(leaders([a, b])) == 1, 3, "a leader once Redis is back")
-    assert leaders([a, b])[0].fence == 1, "Redis came back empty: the fence starts again"
+    assert leaders([a, b])[0].fence == 2, "Redis came back empty, but a fence once handed out is never handed again"
     assert events[0] == "elected 1" and events[1].startswith("Redis did not answer")
+    lost = [r for r in caplog.records if "Redis lost its keys" in r.getMessage()]
+    whoever = a if a.is_leader else b
+    assert len(lost) == 1 and (anomalies == ["lost"]) == (whoever is b)
+    assert not any(r.exc_info for r in caplog.records)
+
+
+async def test_a_leader_whose_lease_vanished_says_so(elections: Make, connect: Callable[[], Redis]) -> None:
+    deposed: list[str] = []
+    a = elections("a", on_deposed=deposed.append)
+    a.start()
+    await wait_for(lambda: a.is_leader, 2, "a leads")
+    await connect().flushall()  # what a restart without persistence leaves, seen from a live connection
+    await wait_for(lambda: bool(deposed), TTL_S, "a steps down")
+    assert deposed[0] == "the lease is gone from Redis (it expired, or Redis lost its keys)"
+    await wait_for(lambda: a.is_leader, 2, "a leads again")
+    assert a.fence == 2
+
+
+@pytest.mark.parametrize(
+    ("key", "junk"),
+    [("t:leader", "not a leader value"), ("t:fence", "twelve"), ("t:leader", ["a", "list"]), ("t:fence", ["x"])],
+)
+async def test_junk_in_the_election_keys_is_removed_once_and_a_leader_is_elected(
+    elections: Make, connect: Callable[[], Redis], caplog: pytest.LogCaptureFixture, key: str, junk: str | list[str]
+) -> None:
+    redis = connect()
+    if isinstance(junk, list):
+        await redis.rpush(key, *junk)
+    else:
+        await redis.set(key, junk)
+    anomalies: list[str] = []
+    a = elections("a", on_anomaly=anomalies.append)
+    a.start()
+    await wait_for(lambda: a.is_leader, 2, "a leads despite the junk")
+    for _ in range(3):
+        await asyncio.sleep(TTL_S / 3)
+        assert a.is_leader
+    assert anomalies == [f"junk in {key}"] and a.fence == 1
+    assert [r.levelname for r in caplog.records if key in r.getMessage()] == ["WARNING"]
+    assert not any(r.exc_info for r in caplog.records)
 
 
 async def test_a_leader_resumes_its_lease_after_a_short_redis_outage(elections: Make, redis_server: LocalRedis) -> None:

@@ -105,3 +105,38 @@ async def test_the_store_and_the_election_recover_after_redis_restarts(
     records, tools = await store.load()
     assert sorted(records) == ["s1", "s3"] and tools == [("bash", None, 1.0, 2.0)]
     assert await store.token_key() == token_key
+
+
+async def test_junk_under_the_prefix_is_left_out_and_logged_once_however_often_it_is_read(
+    elections: Make, connect: Callable[[], Redis], caplog: pytest.LogCaptureFixture
+) -> None:
+    store = await leader_store(elections)
+    await store.write([record("good", 5.0)], tool_rows=[("bash", None, 1.0, 2.0)])
+    redis = connect()
+    await redis.hset("t:sessions", "junk", b"{not json")
+    await redis.hset("t:sessions", "old-format", b'{"format": 0}')
+    await redis.xadd("t:tools", {"tool": "bash"})  # no duration
+    await redis.xadd("t:tools", {"tool": "bash", "program": "", "duration_s": "soon", "recorded_at": "1"})
+    for _ in range(5):  # a standby reads on every GET /v1/sessions
+        records, tools = await store.load()
+        assert sorted(records) == ["good"] and tools == [("bash", None, 1.0, 2.0)]
+    warned = [r.getMessage() for r in caplog.records if r.name == "tao.ha.store"]
+    assert len(warned) == 4 and all("left out" in message for message in warned)
+    assert not any(r.exc_info for r in caplog.records)
+
+
+async def test_a_key_of_the_wrong_type_is_moved_aside_and_the_store_works_again(
+    elections: Make, connect: Callable[[], Redis], caplog: pytest.LogCaptureFixture
+) -> None:
+    store = await leader_store(elections)
+    redis = connect()
+    await redis.set("t:sessions", "an operator's string")
+    await redis.set("t:tools", "another")
+    assert await store.load() == ({}, [])
+    aside = sorted(key.decode() for key in await redis.keys("t:*.junk-*"))
+    assert [key.split(".junk-")[0] for key in aside] == ["t:sessions", "t:tools"]
+    assert await redis.get(aside[0]) == b"an operator's string", "moved aside, not deleted"
+    await store.write([record("s1", 5.0)], tool_rows=[("bash", None, 1.0, 2.0)])
+    records, tools = await store.load()
+    assert sorted(records) == ["s1"] and tools == [("bash", None, 1.0, 2.0)]
+    assert len([r for r in caplog.records if "moved" in r.getMessage()]) == 2

@@ -121,3 +121,31 @@ def test_a_leader_paused_past_its_lease_writes_nothing_once_resumed(redis_server
         assert stored["completed_calls"] == live.completed_calls == 3
         assert stored["version"] == live.version  # what Redis holds is the new leader's, nothing later
     assert roles(replicas).count("leader") == 1
+
+
+def test_redis_restarted_empty_under_a_live_session_is_said_once_counted_and_the_session_goes_on(
+    redis_server, coordinator_factory, fleet, caplog
+):
+    """Redis without persistence restarts under a live SDK session: the loss is logged once and counted, the fence
+    goes on, the session registers again on its own and its calls keep working; no traceback."""
+    redis_server.appendonly = False
+    (coordinator,) = start_replicas(coordinator_factory, fleet, redis_server, count=1)
+    leader_among([coordinator])
+    with tao_sdk.session(coordinator.url, coordinator.token) as s:
+        client = s.openai(max_retries=0)
+        turn(client, s, "before Redis restarts " * 20)
+        s.flush()
+        before = s.id
+        fence = httpx2.get(coordinator.url + "/v1/leader").json()["fence"]
+        redis_server.restart()
+        leader_among([coordinator])
+        for k in range(3):
+            turn(client, s, f"after Redis restarted {k} " * 20)
+        s.flush()
+        assert s.id == before and stored_session(redis_server, s.id)["completed_calls"] >= 1
+    assert httpx2.get(coordinator.url + "/v1/leader").json()["fence"] > fence
+    metrics = httpx2.get(coordinator.url + "/metrics").text
+    assert 'tao_redis_anomalies_total{kind="lost"} 1.0' in metrics
+    assert "tao_ha_sessions_lost_total 1.0" in metrics
+    assert len([r for r in caplog.records if "Redis lost its keys" in r.getMessage()]) == 1
+    assert not any(r.exc_info for r in caplog.records if r.name.startswith("tao"))

@@ -36,28 +36,58 @@ REDIS_ERRORS = (RedisError, OSError, TimeoutError)
 """What a call to Redis raises when Redis is unreachable, slow or restarting."""
 
 ACQUIRE = """
-local current = redis.call('GET', KEYS[1])
+local current = redis.pcall('GET', KEYS[1])
+local anomaly = ''
+if type(current) == 'table' or (current and not string.match(current, '^%d+|[^|]+|')) then
+    redis.call('DEL', KEYS[1])
+    current = false
+    anomaly = 'junk in ' .. KEYS[1]
+end
 if not current then
-    local fence = redis.call('INCR', KEYS[2])
+    local stored = redis.pcall('GET', KEYS[2])
+    local fence = tonumber(stored or '0')
+    if type(stored) == 'table' or not fence then
+        fence = 0
+        anomaly = 'junk in ' .. KEYS[2]
+    end
+    fence = fence + 1
+    local floor = tonumber(ARGV[4]) + 1
+    if fence < floor then
+        if anomaly == '' then anomaly = 'lost' end
+        fence = floor
+    end
+    redis.call('DEL', KEYS[2])
+    redis.call('SET', KEYS[2], fence)
     current = fence .. '|' .. ARGV[1]
     redis.call('SET', KEYS[1], current, 'PX', ARGV[2])
-    return {1, current}
+    return {1, current, anomaly}
 end
 if current == ARGV[3] then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {1, current}
+    return {1, current, anomaly}
 end
-return {0, current}
+return {0, current, anomaly}
 """
-"""KEYS: leader, fence. ARGV: `replica|url`, ttl in ms, the value we held last (or ""). → {1 if ours, the value}."""
+"""KEYS: leader, fence. ARGV: `replica|url`, ttl in ms, the value we held last (or ""), the highest fence this replica
+has seen (0: none). → {1 if ours, the value, what was wrong: "" or `lost` (the fence was below one we had seen: Redis
+lost its keys) or `junk in KEY` (a value no replica writes, removed)}.
+
+A new fence is one above both the stored fence and the highest this replica has seen, so fences never go back while
+any replica that saw the last one lives, even when Redis comes back empty (a replica that lost its lease while paused
+is such a replica: its stale value can never be handed out again)."""
 
 RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local current = redis.call('GET', KEYS[1])
+if current == ARGV[1] then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     return 1
 end
-return 0
+if current then
+    return 0
+end
+return -1
 """
+"""KEYS: leader. ARGV: our value, ttl in ms. → 1 renewed, 0 another value is there, -1 no value is there."""
 
 RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -68,9 +98,13 @@ return 0
 
 
 def parse_leader(value: str) -> tuple[int, str, str]:
-    """`(fence, replica_id, advertise_url)` of a `P:leader` value."""
+    """`(fence, replica_id, advertise_url)` of a `P:leader` value (ACQUIRE replaces any value not of this form)."""
     fence, replica, url = value.split("|", 2)
     return int(fence), replica, url
+
+
+LOST = "lost"
+"""ACQUIRE's anomaly when Redis no longer holds a fence as high as one this replica saw: it lost its keys."""
 
 
 class LeaderElection:
@@ -87,6 +121,7 @@ class LeaderElection:
         margin_s: float | None = None,
         on_elected: Callable[[int], Any] | None = None,
         on_deposed: Callable[[str], Any] | None = None,
+        on_anomaly: Callable[[str], Any] | None = None,
     ) -> None:
         if "|" in replica_id or not replica_id:
             raise ValueError(f"replica id {replica_id!r}: must be non-empty and hold no '|'")
@@ -104,6 +139,10 @@ class LeaderElection:
         """Called with the fence when this replica becomes leader."""
         self.on_deposed = on_deposed
         """Called with the reason when it stops being leader."""
+        self.on_anomaly = on_anomaly
+        """Called with ACQUIRE's anomaly (`LOST`, or `junk in KEY`) once it was logged."""
+        self.highest_fence = 0
+        """The highest fence this replica has seen: no fence it takes is lower."""
         self.leading = asyncio.Event()
         """Set while this replica is leader (cleared when it steps down; `is_leader` also checks the deadline)."""
         self.value: str | None = None
@@ -157,16 +196,17 @@ class LeaderElection:
                 # a slow renew is no error while the lease lasts: wait for it until the deadline, not a tick
                 async with asyncio.timeout_at(self._deadline):
                     renewed = await self._renew(keys=[self.leader_key], args=[self.value, self._ttl_ms])
-                if renewed:
+                if renewed == 1:
                     self._deadline = now + self.ttl_s - self.margin_s
                 else:
                     self.seen = None
-                    self.step_down("another replica holds the lease")
+                    gone = "the lease is gone from Redis (it expired, or Redis lost its keys)"
+                    self.step_down("another replica holds the lease" if renewed == 0 else gone)
                 return
             async with asyncio.timeout(self.interval_s):
-                mine, current = await self._acquire(
+                mine, current, anomaly = await self._acquire(
                     keys=[self.leader_key, self.fence_key],
-                    args=[f"{self.replica_id}|{self.advertise_url}", self._ttl_ms, self._last_held],
+                    args=[f"{self.replica_id}|{self.advertise_url}", self._ttl_ms, self._last_held, self.highest_fence],
                 )
         except REDIS_ERRORS as error:
             self.seen = None
@@ -176,6 +216,9 @@ class LeaderElection:
                 log.debug("no answer from Redis: %r", error)
             return
         self.seen = current.decode() if isinstance(current, bytes) else str(current)
+        self.highest_fence = max(self.highest_fence, parse_leader(self.seen)[0])
+        if anomaly:
+            self._report(anomaly.decode() if isinstance(anomaly, bytes) else str(anomaly))
         if mine:
             self._deadline = now + self.ttl_s - self.margin_s
             self._elected(self.seen)
@@ -205,6 +248,19 @@ class LeaderElection:
                     await self._release(keys=[self.leader_key], args=[held])
             except REDIS_ERRORS as error:
                 log.warning("could not release the lease (it expires on its own): %r", error)
+
+    def _report(self, anomaly: str) -> None:
+        if anomaly == LOST:
+            log.error(
+                "Redis lost its keys under %s (restarted without persistence, or flushed): the stored sessions are "
+                "gone and their clients register again; fences go on from %d",
+                self.leader_key.rsplit(":", 1)[0],
+                self.highest_fence,
+            )
+        else:
+            log.warning("removed %s: it held a value no replica writes", anomaly.removeprefix("junk in "))
+        if self.on_anomaly is not None:
+            self.on_anomaly(anomaly)
 
     @property
     def _ttl_ms(self) -> int:

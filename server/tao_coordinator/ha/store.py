@@ -6,6 +6,11 @@ write after another replica acquired, whatever its own clock says. A script runs
 half a write: its changed records, removed ids and tool rows land together, or (fenced) none do. Nothing is written
 without a leadership (`election.value` None → `Fenced` without a call).
 
+Whatever else is found under the prefix is junk to us and never stops a replica: a record that does not decode is
+left out (in Redis, until overwritten or removed), a stream entry without its fields is skipped, each logged once per
+process, without a traceback; a key of the wrong type (say a string where the hash belongs), which no write could
+use, is renamed aside to `KEY.junk-<unix ms>` and logged.
+
 `P:tools` is a stream bounded with `XADD MAXLEN ~ tools_max` (Redis trims whole macro-nodes, so it may hold a little
 more); `load` returns its rows oldest first, as `HistoryStore.load`'s caller expects to replay them. Records hold
 wall-clock times (`codec.py`): `write` and `load` convert with the loop's `wall_offset()` at the time of the call.
@@ -15,14 +20,19 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Iterable
+import time
+from collections.abc import Awaitable, Iterable
+from typing import TypeVar
 
 from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 
 from .codec import SessionRecord, decode_record, encode_record, wall_offset
 from .lease import LeaderElection
 
 log = logging.getLogger("tao.ha.store")
+
+T = TypeVar("T")
 
 ToolRow = tuple[str, str | None, float, float]
 """`(tool, program, duration_s, recorded_at)` as `store.HistoryStore.record` takes them; `recorded_at` unix time."""
@@ -72,6 +82,8 @@ class RedisStateStore:
         self.tools_key = f"{prefix}:tools"
         self.token_key_key = f"{prefix}:token-key"
         self._write = redis.register_script(WRITE)
+        self._reported: set[str] = set()
+        """Junk already logged (record ids, stream entry ids): logged once, however often it is read."""
 
     async def write(
         self, changed: Iterable[SessionRecord], removed: Iterable[str] = (), tool_rows: Iterable[ToolRow] = ()
@@ -103,35 +115,60 @@ class RedisStateStore:
     async def sessions(self) -> dict[str, SessionRecord]:
         """Every stored session record by id, converted to this loop's clock (a standby's read of the leader's state).
 
-        A record that does not decode is logged and left out (it stays in Redis until overwritten or removed)."""
+        A record that does not decode is left out, and logged the first time it is seen."""
         offset = wall_offset()
         records: dict[str, SessionRecord] = {}
-        for key, data in (await self.redis.hgetall(self.sessions_key)).items():
+        stored = await self._read(self.sessions_key, "hash", self.redis.hgetall(self.sessions_key), {})
+        for key, data in stored.items():
             session_id = _text(key)
             try:
                 records[session_id] = decode_record(data, offset)
-            except ValueError:
-                log.exception("left out session record %s: it does not decode", session_id)
+            except ValueError as error:
+                self._junk(f"session record {session_id!r}", str(error).splitlines()[0])
         return records
 
     async def _tool_rows(self) -> list[ToolRow]:
         rows: list[ToolRow] = []
         start = "-"
         while True:
-            page = await self.redis.xrange(self.tools_key, min=start, count=LOAD_PAGE) or []
+            read = self.redis.xrange(self.tools_key, min=start, count=LOAD_PAGE)
+            page = await self._read(self.tools_key, "stream", read, []) or []
             last = start
             for entry_id, fields in page:
                 last = _text(entry_id or b"")
                 entry = {_text(k): _text(v) for k, v in (fields or {}).items()}
-                program = entry["program"] or None
-                rows.append((entry["tool"], program, float(entry["duration_s"]), float(entry["recorded_at"])))
+                try:
+                    row = (entry["tool"], entry["program"] or None, float(entry["duration_s"]))
+                    rows.append((*row, float(entry["recorded_at"])))
+                except (KeyError, ValueError) as error:
+                    self._junk(f"tool entry {last}", f"{type(error).__name__}: {error}")
             if len(page) < LOAD_PAGE:
                 return rows
             start = "(" + last
 
-    async def token_key(self) -> bytes:
-        """The 32-byte key of session tokens shared by every replica: made by the first one to ask (SET NX)."""
-        await self.redis.set(self.token_key_key, secrets.token_hex(32), nx=True)
+    async def _read(self, key: str, kind: str, read: Awaitable[T], empty: T) -> T:
+        """What `read` (of `key`) answers, or `empty` after moving `key` aside when it is not a `kind` (WRONGTYPE)."""
+        try:
+            return await read
+        except ResponseError as error:
+            if not str(error).startswith("WRONGTYPE"):
+                raise
+        aside = f"{key}.junk-{int(time.time() * 1000)}"
+        await self.redis.rename(key, aside)
+        log.warning(
+            "moved %s aside to %s: it is not a %s, so nothing could be read from or written to it", key, aside, kind
+        )
+        return empty
+
+    def _junk(self, what: str, why: str) -> None:
+        if what not in self._reported:
+            self._reported.add(what)
+            log.warning("left out %s under %s: %s", what, self.sessions_key.rsplit(":", 1)[0], why)
+
+    async def token_key(self, held: bytes | None = None) -> bytes:
+        """The 32-byte key of session tokens shared by every replica: made by the first one to ask (SET NX), or put
+        back from the one a replica `held` when Redis lost it, so that replicas started later still agree."""
+        await self.redis.set(self.token_key_key, (held or secrets.token_bytes(32)).hex(), nx=True)
         stored = await self.redis.get(self.token_key_key)
         if stored is None:
             raise RuntimeError(f"{self.token_key_key} vanished right after it was set")

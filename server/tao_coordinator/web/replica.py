@@ -15,7 +15,11 @@ Invariants:
 - only a replica that leads and has restored the stored state serves writes (`serving`); every other one answers
   them 421 naming the leader it last saw, and reads from its own view;
 - a replica that stops leading — deposed, fenced, or unable to write — forgets every session at once: when it leads
-  again it restores them from Redis, never from what it held, so a stored state and a served one never diverge.
+  again it restores them from Redis, never from what it held, so a stored state and a served one never diverge;
+- when Redis lost its keys (restarted without persistence, flushed), the election says so once (`lease.py`), fences
+  go on from the highest seen, the token key is put back from the one this replica holds, and, when the replica
+  that served the lost sessions is the one to lead next, they are counted (`tao_ha_sessions_lost_total`); their
+  clients register them again on their next request's 404.
 """
 
 from __future__ import annotations
@@ -27,10 +31,11 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
+from prometheus_client import Counter
 from redis.asyncio import Redis
 
 from ..ha.client import close, connect
-from ..ha.lease import REDIS_ERRORS, LeaderElection
+from ..ha.lease import LOST, REDIS_ERRORS, LeaderElection
 from ..ha.store import Fenced, RedisStateStore, ToolRow
 
 if TYPE_CHECKING:
@@ -59,6 +64,7 @@ class Replica:
             ttl_s=server.lease_s,
             on_elected=self._elected,
             on_deposed=self._deposed,
+            on_anomaly=self._anomaly,
         )
         self.store = RedisStateStore(self.redis, server.redis_prefix, self.election)
         self.restored = False
@@ -72,6 +78,12 @@ class Replica:
         self._progress = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._takeover: asyncio.Task[None] | None = None
+        self._token_key = b""
+        self._served_last = 0
+        """Sessions this replica served when it last stopped leading: what Redis held of them if it loses its keys."""
+        self._lost_keys = False
+        self.anomalies: Counter | None = None
+        self.sessions_lost: Counter | None = None
 
     @property
     def serving(self) -> bool:
@@ -83,7 +95,17 @@ class Replica:
 
     async def start(self) -> bytes:
         """Start electing and writing; the session-token key every replica shares."""
-        key = await self.store.token_key()
+        key = self._token_key = await self.store.token_key()
+        registry = self.service.metrics.registry
+        self.anomalies = Counter(
+            "tao_redis_anomalies",
+            "What the election found wrong in Redis: `lost` (its keys were gone), `junk` (a value no replica writes).",
+            ["kind"],
+            registry=registry,
+        )
+        self.sessions_lost = Counter(
+            "tao_ha_sessions_lost", "Sessions this replica served that Redis lost with its keys.", registry=registry
+        )
         self._tasks = [
             asyncio.create_task(self._write_loop(), name="replica writer"),
         ]
@@ -104,15 +126,29 @@ class Replica:
             return
         self._takeover = asyncio.create_task(self._take_over(fence), name="replica takeover")
 
+    def _anomaly(self, kind: str) -> None:
+        if self.anomalies is not None:
+            self.anomalies.labels("lost" if kind == LOST else "junk").inc()
+        if kind == LOST:
+            self._lost_keys = True
+
     async def _take_over(self, fence: int) -> None:
         started = time.perf_counter()
         try:
+            if self._lost_keys:
+                await self.store.token_key(self._token_key)
             records, tools = await self.store.load()
         except REDIS_ERRORS as error:
             self.election.step_down(f"could not read the stored state: {error!r}")
             return
         if not self.election.is_leader:
             return
+        if self._lost_keys:
+            self._lost_keys = False
+            lost, self._served_last = max(0, self._served_last - len(records)), 0
+            if lost and self.sessions_lost is not None:
+                self.sessions_lost.inc(lost)
+                log.error("replica %s: %d sessions it served were lost with Redis's keys", self.replica_id, lost)
         self.service.restore(records.values(), tools)
         self._term += 1
         self._stored = self._fed
@@ -131,6 +167,7 @@ class Replica:
         self._tools.clear()
         self._progress.set()  # every request waiting in `durable` finds it cannot be served
         if was_serving:
+            self._served_last = len(self.service.coordinator.state.sessions)
             self.service.forget_everything(NotServing(reason))
 
     # -- durable writes --------------------------------------------------------------------------------------------
