@@ -35,6 +35,10 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
         "tao_coordinator.bench.coordinator",
         "acquire round trip and event ingestion of a live coordinator on loopback (--ha: replicas on Redis, faults)",
     ),
+    ("bench", "faults"): (
+        "tao_coordinator.bench.fault_table",
+        "every fault a fleet meets (dead or refusing nodes, bad scrapes, a full disk, floods, Redis lost) as a table",
+    ),
     ("bench", "memory"): (
         "tao_coordinator.bench.memory",
         "a live coordinator's memory and database stay bounded when clients name 100,000 distinct tools",

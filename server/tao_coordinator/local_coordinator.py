@@ -47,6 +47,12 @@ def wait_ready(url: str, process: subprocess.Popen[Any], timeout: float = 180.0)
     raise RuntimeError(f"the coordinator at {url} did not become ready within {timeout:g} s")
 
 
+def tracebacks_in(log: Path) -> int:
+    """Tracebacks in the log file `log` (none when it does not exist)."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return text.count("Traceback (most recent call last)")
+
+
 @dataclass
 class CoordinatorProcess:
     """A running `tao coordinator` process: its URL, and the signals the fault runs send it."""
@@ -61,7 +67,7 @@ class CoordinatorProcess:
 
     def tracebacks(self) -> int:
         """Tracebacks in its log so far: a fault the service handles logs one line, never one of these."""
-        return sum(line.count("Traceback (most recent call last)") for line in self.log_lines())
+        return tracebacks_in(self.log_path) if self.log_path else 0
 
     def pause(self) -> None:
         """SIGSTOP: the process keeps its sockets (connections still complete in the backlog) and answers nothing."""

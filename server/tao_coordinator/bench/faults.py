@@ -65,6 +65,8 @@ class CoordinatorKill:
     integrity: str
     restarted: bool
     """A new coordinator started on the same state directory and served requests."""
+    restart_s: float = 0.0
+    """From the restart's launch to its first answer with a healthy node."""
 
 
 @dataclass
@@ -82,6 +84,12 @@ class Stall:
     """One lease renewal: the SDK renews its lease every `lease_ttl_s / 3`."""
     stuck_at_end: int = 0
     """Sessions whose phase at the coordinator disagrees with their client's at the end (in a tool, or in a call)."""
+    failed: int = 0
+    """Model calls that raised."""
+    durations_during_s: list[float] = field(default_factory=list)
+    """Each model call that overlapped the stall: its duration."""
+    durations_outside_s: list[float] = field(default_factory=list)
+    """Each other model call: its duration."""
 
     @property
     def within_target(self) -> bool:
@@ -97,12 +105,12 @@ def _get(url: str, path: str) -> Any:
     return httpx2.get(url + path, timeout=5).json()
 
 
-def node_kill(sessions: int = 40) -> NodeKill:
+def node_kill(sessions: int = 40, log_path: Path | None = None) -> NodeKill:
     """Sessions register, make one call and sit idle holding their place; then one node stops."""
     with (
         ThreadedFleet(1, FakeNodeConfig(time_scale=50), kv_events=False) as first,
         ThreadedFleet(1, FakeNodeConfig(time_scale=50), kv_events=False) as second,
-        coordinator_process(_nodes([first.urls[0], second.urls[0]])) as coordinator,
+        coordinator_process(_nodes([first.urls[0], second.urls[0]]), log_path=log_path) as coordinator,
     ):
         url = coordinator.url
         with httpx2.Client(base_url=url, timeout=10) as http:
@@ -117,8 +125,8 @@ def node_kill(sessions: int = 40) -> NodeKill:
         on_victim = {session for session, node in held.items() if node == victim}
         stopped = time.monotonic()
         (first if victim == "node-0" else second).stop()
-        notice_s = _until(lambda: not _healthy(url, victim), stopped, 30.0)
-        last_moved_s = _until(lambda: _moved(url, on_victim, victim) == len(on_victim), stopped, 30.0)
+        notice_s = until(lambda: not _healthy(url, victim), stopped, 30.0)
+        last_moved_s = until(lambda: _moved(url, on_victim, victim) == len(on_victim), stopped, 30.0)
         moved = _moved(url, on_victim, victim)
     return NodeKill(sessions, len(on_victim), notice_s or float("nan"), moved, last_moved_s)
 
@@ -132,7 +140,7 @@ def _moved(url: str, sessions: set[str], victim: str) -> int:
     return sum(now.get(session) not in (None, victim) for session in sessions)
 
 
-def _until(check: Any, since: float, timeout: float) -> float | None:
+def until(check: Any, since: float, timeout: float) -> float | None:
     """Seconds from `since` until `check()` holds, polled every 20 ms; None if it never did within `timeout`."""
     while time.monotonic() - since < timeout:
         if check():
@@ -141,18 +149,20 @@ def _until(check: Any, since: float, timeout: float) -> float | None:
     return None
 
 
-def coordinator_kill(load_s: float = 3.0, clients: int = 16) -> CoordinatorKill:
+def coordinator_kill(load_s: float = 3.0, clients: int = 16, log_path: Path | None = None) -> CoordinatorKill:
     with (
         ThreadedFleet(1, FakeNodeConfig(time_scale=50), kv_events=False) as fleet,
         tempfile.TemporaryDirectory() as state,
     ):
         state_dir = Path(state)
-        with coordinator_process(_nodes(fleet.urls), state_dir) as coordinator:
+        with coordinator_process(_nodes(fleet.urls), state_dir, log_path=log_path) as coordinator:
             acknowledged = asyncio.run(_tool_load(coordinator.url, load_s, clients, coordinator.kill))
         rows, integrity = _read_store(state_dir)
-        with coordinator_process(_nodes(fleet.urls), state_dir) as again:
+        started = time.monotonic()
+        with coordinator_process(_nodes(fleet.urls), state_dir, log_path=log_path) as again:
             restarted = _get(again.url, "/healthz")["status"] == "ok"
-    return CoordinatorKill(load_s, acknowledged, rows, max(0, acknowledged - rows), integrity, restarted)
+            restart_s = time.monotonic() - started
+    return CoordinatorKill(load_s, acknowledged, rows, max(0, acknowledged - rows), integrity, restarted, restart_s)
 
 
 async def _tool_load(url: str, load_s: float, clients: int, kill: Any) -> int:
@@ -200,16 +210,19 @@ class _Call:
     started: float
     ended: float
     scheduled: bool
+    failed: bool = False
 
 
-def stall(stall_s: float, sessions: int = 8, before_s: float = 3.0, after_s: float = 25.0) -> Stall:
+def stall(
+    stall_s: float, sessions: int = 8, before_s: float = 3.0, after_s: float = 25.0, log_path: Path | None = None
+) -> Stall:
     """`sessions` SDK sessions with default timeouts loop over a tool and a model call; the coordinator is stopped
     for `stall_s` after `before_s`, and the run goes on for `after_s` after the resume."""
     config = SessionConfig(None)
     bound = config.connect_timeout_s + config.request_timeout_s + SLACK_S
     with (
         ThreadedFleet(2, FakeNodeConfig(time_scale=50), kv_events=False) as fleet,
-        coordinator_process(_nodes(fleet.urls)) as coordinator,
+        coordinator_process(_nodes(fleet.urls), log_path=log_path) as coordinator,
     ):
         stop, release = threading.Event(), threading.Event()
         stopped = threading.Semaphore(0)
@@ -254,6 +267,9 @@ def stall(stall_s: float, sessions: int = 8, before_s: float = 3.0, after_s: flo
         rescheduled_s=[r for r in rescheduled if r != float("inf")],
         renewal_s=CoreSettings().lease_ttl_s / 3,
         stuck_at_end=sum(phases.get(session) not in ("ready", "admitted", "waiting") for session in ids),
+        failed=sum(c.failed for mine in calls for c in mine),
+        durations_during_s=[c.ended - c.started for c in during],
+        durations_outside_s=[c.ended - c.started for mine in calls for c in mine if c not in during],
     )
 
 
@@ -286,8 +302,12 @@ def _agent(
             before = s.state.last
             started = time.monotonic()
             messages = [{"role": "user", "content": f"turn {turn} of a looping agent"}]
-            client.chat.completions.create(model=MODEL, messages=messages, max_tokens=2)
-            calls.append(_Call(started, time.monotonic(), s.state.last is not before))
+            try:
+                client.chat.completions.create(model=MODEL, messages=messages, max_tokens=2)
+            except Exception:  # counted: a call the agent saw fail
+                calls.append(_Call(started, time.monotonic(), False, failed=True))
+            else:
+                calls.append(_Call(started, time.monotonic(), s.state.last is not before))
             turn += 1
             stop.wait(max(0.0, 0.25 - (time.monotonic() - begun)))
         s.flush()

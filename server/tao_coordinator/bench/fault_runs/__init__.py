@@ -37,5 +37,9 @@ class FaultRow:
     """One line on what was checked beyond the columns."""
 
 
-RUNS: dict[str, str] = {}
+RUNS: dict[str, str] = {
+    "coordinator": "coordinator:run",
+    "redis-lost": "redis:run",
+    "scrapes": "scrapes:run",
+}
 """Run name → `module:function` under this package; the function takes no argument and returns `list[FaultRow]`."""
