@@ -10,6 +10,12 @@ Usage, with prompt-token details on (vLLM 0.33): `cache_read_input_tokens` = cac
 `cache_creation_input_tokens` = prompt tokens newly cached, `input_tokens` = the rest. `message_start` carries
 `input_tokens` = all prompt tokens and `output_tokens` 0; the cache split comes with `message_delta` (the node model
 reports a request's cached tokens when it finishes).
+
+Request side, as 0.33 builds its inner chat request: the body has no `priority`, `session_id` or `request_id`
+(priority from `X-Vllm-Priority`, session from `X-Session-ID` or `vllm_xargs.session_id`); `max_tokens` becomes
+both `max_tokens` and `max_completion_tokens`, so it is clamped to what the context leaves (stop reason
+`max_tokens`) and, beyond max_model_len, refused naming `max_completion_tokens`. A refusal by the engine client
+(data-parallel rank out of range) inside a stream is an `error` event after the 200.
 """
 
 from __future__ import annotations
@@ -25,11 +31,11 @@ from aiohttp import web
 from . import openai_shapes as shapes
 from . import tokenizer
 from .anthropic_convert import to_openai
-from .errors import ApiError
-from .http_common import SERVICE, check_model, dumps, open_stream, request_meta, sse_event
-from .policy import Conversation, choose_reply
+from .errors import ApiError, EngineInputError, anthropic_stream_error
+from .http_common import SERVICE, check_model, dumps, open_stream, read_body, request_meta, sse_event
+from .policy import Conversation
 from .reply import Progress
-from .schemas import AnthropicCountTokensRequest, AnthropicMessagesRequest, parse_body
+from .schemas import AnthropicCountTokensRequest, AnthropicMessagesRequest
 from .service import Generation, GenerationSpec, NodeService
 from .template import render_chat
 
@@ -47,19 +53,31 @@ def _anthropic_errors() -> Iterator[None]:
 
 async def messages(request: web.Request) -> web.StreamResponse:
     service = request.app[SERVICE]
-    body = parse_body(await request.read(), AnthropicMessagesRequest)
+    body = await read_body(request, AnthropicMessagesRequest)
     with _anthropic_errors():
         model = check_model(service, body.model)
-        meta = request_meta(request.headers, body.session_id, body.priority, None)
+        meta = request_meta(request.headers, None, 0, body.vllm_xargs)
         openai_messages, tools = to_openai(body)
         prompt = tokenizer.encode(render_chat(openai_messages, tools))
-        reply = choose_reply(
-            service.policy, Conversation(openai_messages, tools, meta.session_id, model), body.max_tokens
-        )
         spec = GenerationSpec(
-            meta.request_id, prompt, reply, body.max_tokens, meta.priority, body.cache_salt, meta.session_id
+            meta.request_id,
+            prompt,
+            Conversation(openai_messages, tools, meta.session_id, model),
+            body.max_tokens,
+            meta.priority,
+            body.cache_salt,
+            meta.session_id,
+            max_tokens_param="max_completion_tokens",  # vLLM sets both max_tokens and max_completion_tokens
+            data_parallel_rank=meta.data_parallel_rank,
         )
-        generation = service.generate(spec)
+        try:
+            generation = service.generate(spec)
+        except EngineInputError as error:
+            if not body.stream:
+                raise
+            response = await open_stream(request, meta.request_id)
+            await response.write(anthropic_stream_error(error))
+            return response
     message_id = f"chatcmpl-{meta.request_id}"
     if body.stream:
         return await _stream(request, service, generation, message_id, model)
@@ -83,7 +101,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
 
 async def count_tokens(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
-    body = parse_body(await request.read(), AnthropicCountTokensRequest)
+    body = await read_body(request, AnthropicCountTokensRequest)
     with _anthropic_errors():
         check_model(service, body.model)
         openai_messages, tools = to_openai(body)

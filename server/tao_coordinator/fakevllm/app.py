@@ -3,12 +3,14 @@
 Routes (§2, §4, §5 of the vLLM reference): `POST /v1/chat/completions`, `/v1/completions`, `/v1/messages`,
 `/v1/messages/count_tokens`, `/tokenize`, `/reset_prefix_cache`; `GET /v1/models`, `/health` (empty 200),
 `/ping` (also POST), `/version`, `/load`, `/metrics`, `/kv_event_sources`. `GET /fake/policy` returns the scripted
-behaviour, `PUT /fake/policy` replaces it (400 naming the problem when invalid). The service starts and stops with
-the application (`cleanup_ctx`).
+behaviour, `PUT /fake/policy` replaces it (400 naming the problem when invalid); `GET`/`PUT /fake/faults` and
+`POST /fake/restart` do the same for injected faults (`faults.py`). The service starts and stops with the
+application (`cleanup_ctx`).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 from aiohttp import web
@@ -18,6 +20,7 @@ from . import tokenizer
 from .anthropic_api import count_tokens, messages
 from .config import VLLM_VERSION, FakeNodeConfig
 from .errors import BadRequest, error_middleware
+from .faults import FAULTS, Faults, FaultSwitch, faulty_metrics
 from .http_common import SERVICE, check_model, dumps
 from .metrics import CONTENT_TYPE
 from .openai_api import chat_completions, completions
@@ -71,7 +74,10 @@ async def models(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    body = request.app[SERVICE].metrics.render()
+    faults = request.app[FAULTS].faults
+    if faults.metrics_delay_s > 0:
+        await asyncio.sleep(faults.metrics_delay_s)
+    body = faulty_metrics(faults, request.app[SERVICE].metrics.render())
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
 
@@ -123,9 +129,28 @@ async def put_policy(request: web.Request) -> web.Response:
     return web.json_response(policy.model_dump(exclude_none=True))
 
 
+async def get_faults(request: web.Request) -> web.Response:
+    return web.json_response(request.app[FAULTS].faults.model_dump())
+
+
+async def put_faults(request: web.Request) -> web.Response:
+    try:
+        faults = Faults.model_validate_json(await request.read())
+    except ValidationError as error:
+        raise BadRequest(f"invalid faults: {error}") from None
+    request.app[FAULTS].faults = faults
+    return web.json_response(faults.model_dump())
+
+
+async def restart(request: web.Request) -> web.Response:
+    request.app[SERVICE].restart()
+    return web.Response(status=200)
+
+
 def create_app(config: FakeNodeConfig) -> web.Application:
     app = web.Application(middlewares=[error_middleware], client_max_size=256 * 1024 * 1024)
     app[SERVICE] = NodeService(config)
+    app[FAULTS] = FaultSwitch()
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         await app[SERVICE].start()
@@ -150,4 +175,7 @@ def create_app(config: FakeNodeConfig) -> web.Application:
     routes.add_get("/kv_event_sources", kv_event_sources)
     routes.add_get("/fake/policy", get_policy)
     routes.add_put("/fake/policy", put_policy)
+    routes.add_get("/fake/faults", get_faults)
+    routes.add_put("/fake/faults", put_faults)
+    routes.add_post("/fake/restart", restart)
     return app

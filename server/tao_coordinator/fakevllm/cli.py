@@ -5,6 +5,9 @@
         --kv-events-encoding map --policy script.json --served-model-name Qwen/Qwen3-32B \\
         --cpu-kv-gib 64 --max-num-queued-reqs 256
 
+`--fault-metrics MODE` (with `--fault-metrics-series`, `--fault-metrics-delay`) starts the node with a broken
+`/metrics` (`faults.py`; `PUT /fake/faults` changes it while it runs).
+
 `--kv-events-endpoint` binds the PUB socket (add `--kv-events-connect` to connect it instead); vLLM's own
 `--kv-events-config '{"enable_kv_cache_events": true, "endpoint": ..., ...}'` is accepted too and then follows
 vLLM's rule (bind when the address has `*`/`::` or is ipc/inproc, else connect). `--profile-file` reads node
@@ -27,6 +30,7 @@ import zmq
 
 from ..sim.node import BUILTIN_PROFILES, NodeProfile, profile_by_name, profile_from_mapping
 from .config import DEFAULT_MODEL, VLLM_VERSION, FakeNodeConfig
+from .faults import FAULTS, METRICS_MODES, Faults
 from .fleet import FakeNode
 from .kv_publisher import KvEventsConfig
 from .kv_wire import ENCODINGS
@@ -66,6 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-num-queued-reqs", type=int, help="unfinished requests beyond which new ones get 503 (default: no limit)"
     )
+    parser.add_argument("--fault-metrics", choices=METRICS_MODES, default="ok", help="a broken /metrics (faults.py)")
+    parser.add_argument("--fault-metrics-series", default="vllm:num_requests_waiting", help="the series nan/inf hit")
+    parser.add_argument("--fault-metrics-delay", type=float, default=0.0, help="seconds /metrics answers late")
 
 
 def _profile(args: argparse.Namespace) -> NodeProfile:
@@ -126,8 +133,16 @@ def build_config(args: argparse.Namespace) -> FakeNodeConfig:
     )
 
 
-async def serve(config: FakeNodeConfig) -> None:
+def build_faults(args: argparse.Namespace) -> Faults:
+    return Faults(
+        metrics=args.fault_metrics, metrics_series=args.fault_metrics_series, metrics_delay_s=args.fault_metrics_delay
+    )
+
+
+async def serve(config: FakeNodeConfig, faults: Faults | None = None) -> None:
     node = await FakeNode(config).start()
+    if faults is not None:
+        node.app[FAULTS].faults = faults
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -150,11 +165,12 @@ async def serve(config: FakeNodeConfig) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         config = build_config(args)
+        faults = build_faults(args)
     except (OSError, ValueError, KeyError) as error:
         print(f"tao fake-vllm: {error}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(serve(config))
+        asyncio.run(serve(config, faults))
     except (OSError, zmq.ZMQError) as error:
         print(f"tao fake-vllm: {error}", file=sys.stderr)
         return 1

@@ -86,6 +86,12 @@ class EngineDriver:
         if request_id in self._tickets and self.engine.abort(request_id, self.clock.now()):
             self._wake.set()
 
+    def replace_engine(self, engine: NodeEngine) -> None:
+        """Run `engine` from now on (a restart): the requests in flight fail, as they would with the process."""
+        self._fail_all()
+        self.engine = engine
+        self._wake.set()
+
     def poke(self) -> None:
         """Advance soon: the engine changed outside a submit or abort (e.g. a prefix-cache reset)."""
         self._wake.set()

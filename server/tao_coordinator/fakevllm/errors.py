@@ -1,10 +1,17 @@
-"""Errors as vLLM reports them over HTTP, and the one middleware that turns exceptions into those responses.
+"""Errors as vLLM 0.33 reports them over HTTP, and the one middleware that turns exceptions into those responses.
 
-OpenAI-style endpoints answer `{"error": {"message", "type", "param", "code"}}` with `code` = the HTTP status and
-`type` the status's error class name (`BadRequestError`, `NotFoundError`, ...). Anthropic endpoints translate the
-handler's errors to `{"type": "error", "error": {"type", "message"}}`, keeping the status, with Anthropic's type names
-(`invalid_request_error`, `not_found_error`, `overloaded_error`, as vLLM 0.33 sends them); schema validation errors
-stay OpenAI-shaped everywhere, because vLLM raises them in FastAPI's global handler before any route code runs.
+Three families, as 0.33's exception handlers shape them:
+
+* request errors raised by the serving code (`BadRequest`, `ModelNotFound`, `QueueFull`): OpenAI routes answer
+  `{"error": {"message", "type", "param", "code"}}` with `type` the error class name (`BadRequestError`, ...) and
+  `code` the status; Anthropic routes answer `{"type": "error", "error": {"type", "message"}}` with Anthropic's type
+  names (`invalid_request_error`, `not_found_error`, `overloaded_error`). A vLLM validation error's message ends
+  with ` (parameter=…, value=…)` when it names them (`validation_error`);
+* schema errors (`SchemaError`): raised by FastAPI's request parsing before any route code, so they are
+  OpenAI-shaped on every route, with `type` "Bad Request" and `param` the field path `body.<field>`;
+* errors vLLM raises inside the engine client, after a streaming response has opened (`EngineInputError`): a plain
+  400 without streaming, an error frame inside a 200 stream otherwise (`openai_stream_error`,
+  `anthropic_stream_error`).
 """
 
 from __future__ import annotations
@@ -51,6 +58,23 @@ class BadRequest(ApiError):
     status = HTTPStatus.BAD_REQUEST
 
 
+class SchemaError(BadRequest):
+    """FastAPI's RequestValidationError (or its body-parsing HTTPException): "Bad Request", OpenAI-shaped on every
+    route."""
+
+    kind = HTTPStatus.BAD_REQUEST.phrase
+
+
+class EngineInputError(BadRequest):
+    """A request the engine client refuses (`InputProcessor.process_inputs`): for a stream, after the 200 is sent."""
+
+
+def validation_error(message: str, *, parameter: str | None = None, value: object = None) -> BadRequest:
+    """vLLM's VLLMValidationError as its handler answers it: the parameter and value appended to the message."""
+    named = [f"{label}={item}" for label, item in (("parameter", parameter), ("value", value)) if item is not None]
+    return BadRequest(f"{message} ({', '.join(named)})" if named else message, param=parameter)
+
+
 class ModelNotFound(ApiError):
     status = HTTPStatus.NOT_FOUND
 
@@ -69,6 +93,11 @@ class QueueFull(ApiError):
         super().__init__(self.MESSAGE, anthropic=anthropic)
 
 
+def _compact(value: object) -> str:
+    """JSON as Starlette's JSONResponse and pydantic's `model_dump_json` write it: compact, UTF-8 kept."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
 def openai_error_body(
     message: str, status: HTTPStatus, param: str | None = None, kind: str | None = None
 ) -> dict[str, object]:
@@ -76,15 +105,30 @@ def openai_error_body(
     return {"error": {"message": message, "type": kind, "param": param, "code": int(status)}}
 
 
+def anthropic_error_body(error: ApiError) -> dict[str, object]:
+    kind = _ANTHROPIC_TYPES.get(error.status, "api_error")
+    return {"type": "error", "error": {"type": kind, "message": error.message}}
+
+
+def error_body(error: ApiError) -> dict[str, object]:
+    if error.anthropic and not isinstance(error, SchemaError):
+        return anthropic_error_body(error)
+    return openai_error_body(error.message, error.status, error.param, error.kind)
+
+
 def error_response(error: ApiError) -> web.Response:
-    status = error.status
-    body: dict[str, object]
-    if error.anthropic:
-        kind = _ANTHROPIC_TYPES.get(status, "api_error")
-        body = {"type": "error", "error": {"type": kind, "message": error.message}}
-    else:
-        body = openai_error_body(error.message, status, error.param, error.kind)
-    return web.json_response(body, status=status, dumps=json.dumps)
+    return web.json_response(error_body(error), status=error.status, dumps=_compact)
+
+
+def openai_stream_error(error: ApiError) -> bytes:
+    """The frames an OpenAI stream ends with when the engine refuses its request: the error, then `[DONE]`."""
+    body = openai_error_body(error.message, error.status, error.param, error.kind)
+    return f"data: {_compact(body)}\n\ndata: [DONE]\n\n".encode()
+
+
+def anthropic_stream_error(error: ApiError) -> bytes:
+    """The `error` event an Anthropic stream ends with when the engine refuses its request (no `message_stop`)."""
+    return f"event: error\ndata: {_compact(anthropic_error_body(error))}\n\n".encode()
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

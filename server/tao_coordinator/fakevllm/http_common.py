@@ -1,8 +1,10 @@
 """What every generation route shares: request metadata from headers and body, the model check, SSE output.
 
-Precedence as in vLLM (§6): session id = body `session_id` > header `X-Session-ID` > `vllm_xargs.session_id`;
-priority = header `X-Vllm-Priority` > body `priority`; the public request id = header `X-Request-Id` > body
-`request_id` > a random 16-hex-digit id (vLLM's `random_uuid()`), prefixed `chatcmpl-` / `cmpl-` by the route.
+Precedence as in vLLM 0.33 (§6): session id = body `session_id` > header `X-Session-ID` > `vllm_xargs.session_id`;
+priority = header `X-Vllm-Priority` when it parses as an integer, else body `priority` (an unparsable header is
+ignored, not refused); the public request id = header `X-Request-Id` > body `request_id` > a random 16-hex-digit id
+(vLLM's `random_uuid()`), prefixed `chatcmpl-` / `cmpl-` by the route. Header `X-data-parallel-rank` pins the
+request to a data-parallel rank when it parses as an integer (else it is ignored); the node checks the rank.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from typing import Any
 from aiohttp import web
 from multidict import CIMultiDictProxy
 
-from .errors import BadRequest, ModelNotFound
+from .errors import ModelNotFound
+from .schemas import Model, parse_request
 from .service import NodeService
 
 SERVICE: web.AppKey[NodeService] = web.AppKey("fake_vllm_service", NodeService)
@@ -27,6 +30,7 @@ class RequestMeta:
     request_id: str
     session_id: str | None
     priority: int
+    data_parallel_rank: int | None = None
 
 
 def random_id() -> str:
@@ -41,14 +45,25 @@ def request_meta(
     body_request_id: str | None = None,
 ) -> RequestMeta:
     session = session_id or headers.get("X-Session-ID") or (vllm_xargs or {}).get("session_id")
-    header_priority = headers.get("X-Vllm-Priority")
-    if header_priority is not None:
-        try:
-            priority = int(header_priority)
-        except ValueError:
-            raise BadRequest(f"X-Vllm-Priority: expected an integer, got {header_priority!r}") from None
+    header_priority = _integer(headers.get("X-Vllm-Priority"))
     request_id = headers.get("X-Request-Id") or body_request_id or random_id()
-    return RequestMeta(request_id, None if session is None else str(session), priority)
+    rank = _integer(headers.get("X-data-parallel-rank"))
+    priority = priority if header_priority is None else header_priority
+    return RequestMeta(request_id, None if session is None else str(session), priority, rank)
+
+
+def _integer(header: str | None) -> int | None:
+    """A header's value as Python's `int()` reads it, or None when absent or unparsable (vLLM ignores it then)."""
+    if header is None:
+        return None
+    try:
+        return int(header)
+    except ValueError:
+        return None
+
+
+async def read_body(request: web.Request, model: type[Model]) -> Model:
+    return parse_request(await request.read(), request.headers.get("Content-Type"), model)
 
 
 def check_model(service: NodeService, model: str | None, *, anthropic: bool = False) -> str:
@@ -56,7 +71,9 @@ def check_model(service: NodeService, model: str | None, *, anthropic: bool = Fa
     served = service.config.served_model_name
     if model is None or model == served or not service.config.strict_model_name:
         return served if model is None else model
-    raise ModelNotFound(f"The model `{model}` does not exist.", param="model", anthropic=anthropic)
+    raise ModelNotFound(
+        f"The model `{model}` does not exist. Valid aliases: {served}.", param="model", anthropic=anthropic
+    )
 
 
 def dumps(value: Any) -> str:

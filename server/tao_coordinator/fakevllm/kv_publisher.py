@@ -81,6 +81,11 @@ class KvEventPublisher:
             self._pub.send_multipart((self._topic, seq.to_bytes(8, "big"), payload), flags=zmq.NOBLOCK)
         return seq
 
+    def restart(self) -> None:
+        """As a new process: numbers start again at 0 and the replay buffer is empty (the sockets stay bound)."""
+        self._seq = 0
+        self._buffer.clear()
+
     async def close(self) -> None:
         if self._replay_task is not None:
             self._replay_task.cancel()

@@ -13,6 +13,8 @@ Checked against vLLM 0.33.0 (`distributed/kv_transfer/kv_connector/v1/offloading
 * `vllm:kv_offload_config_info` (gauge 1): `cpu_num_chunks`, `cpu_blocks_per_chunk` (1), `cpu_kv_cache_size_bytes`
   (chunks × page-aligned chunk bytes, all TP ranks) and `cpu_kv_cache_size_tokens`, which vLLM computes as the
   tokens the tier holds for requests of max_model_len tokens: chunks × max_model_len // chunks per such request.
+  vLLM's offloading scheduler registers it at the engine's first scheduler step (`offloading/scheduler.py`), so a
+  fresh node has no such family at all: it is registered at the first update that finds a request on the node.
 
 Not exposed: the per-job size histograms, lookup delays, allocation failures and pinned-fraction gauges (the node
 model reports no per-job or per-lookup figures).
@@ -94,12 +96,21 @@ class OffloadMetrics:
         self._fetch = Gauge("vllm:num_requests_kv_fetch_by_stage", _FETCH_HELP, (*_LABELS, "stage"), registry=registry)
         for stage in KV_FETCH_STAGES:
             self._fetch.labels(*values, stage)
-        labels = offload_config_labels(tier, profile)
-        info = Gauge("vllm:kv_offload_config_info", _INFO_HELP, (*_LABELS, *labels), registry=registry)
-        info.labels(*values, *labels.values()).set(1)
+        self._registry = registry
+        self._config_labels = offload_config_labels(tier, profile)
+        self.config_info_shown = False
+
+    def _show_config_info(self) -> None:
+        labels = self._config_labels
+        info = Gauge("vllm:kv_offload_config_info", _INFO_HELP, (*_LABELS, *labels), registry=self._registry)
+        info.labels(*self._values, *labels.values()).set(1)
+        self.config_info_shown = True
 
     def update(self, counters: NodeCounters, last: NodeCounters | None) -> None:
         values = self._values
+        stepped = counters.num_requests_running or counters.num_requests_waiting or counters.prefix_cache_queries
+        if stepped and not self.config_info_shown:
+            self._show_config_info()
         self._fetch.labels(*values, "in_progress").set(counters.num_requests_kv_fetch)
         for direction, transfer_type, now_bytes, before_bytes, now_s, before_s in (
             (

@@ -4,6 +4,9 @@ A streaming response opens when the request arrives and sends its first chunk (t
 generated token, as vLLM does; then one chunk per token that releases text or tool-call arguments, the finishing
 chunk, the usage chunk (with `stream_options.include_usage`) and `data: [DONE]`. If the client goes away mid-stream
 the request is aborted on the node. A non-streaming response is sent when the request finishes.
+
+What the engine client refuses (a data-parallel rank the node does not have, an empty prompt) is a 400 without
+streaming; a stream has already answered 200 by then, as in vLLM 0.33, and gets an error frame and `data: [DONE]`.
 """
 
 from __future__ import annotations
@@ -16,10 +19,10 @@ from aiohttp import web
 
 from . import openai_shapes as shapes
 from . import tokenizer
-from .errors import BadRequest
-from .http_common import SERVICE, check_model, dumps, open_stream, request_meta, sse_data
-from .policy import Conversation, choose_reply
-from .schemas import ChatCompletionRequest, CompletionRequest, StreamOptions, parse_body
+from .errors import BadRequest, EngineInputError, openai_stream_error
+from .http_common import SERVICE, check_model, dumps, open_stream, read_body, request_meta, sse_data
+from .policy import Conversation
+from .schemas import ChatCompletionRequest, CompletionRequest, StreamOptions
 from .service import Generation, GenerationSpec, NodeService
 from .template import render_chat
 
@@ -29,17 +32,25 @@ ChunkFactory = Callable[[dict[str, Any], str | None, int], dict[str, Any]]
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     service = request.app[SERVICE]
-    body = parse_body(await request.read(), ChatCompletionRequest)
+    body = await read_body(request, ChatCompletionRequest)
     model = check_model(service, body.model)
     meta = request_meta(request.headers, body.session_id, body.priority, body.vllm_xargs, body.request_id)
     tools = body.tools or []
     prompt = tokenizer.encode(render_chat(body.messages, tools))
-    conversation = Conversation(body.messages, tools, meta.session_id, model)
-    reply = choose_reply(service.policy, conversation, body.output_limit)
     spec = GenerationSpec(
-        meta.request_id, prompt, reply, body.output_limit, meta.priority, body.cache_salt, meta.session_id
+        meta.request_id,
+        prompt,
+        Conversation(body.messages, tools, meta.session_id, model),
+        body.output_limit,
+        meta.priority,
+        body.cache_salt,
+        meta.session_id,
+        max_tokens_param=body.output_limit_param,
+        data_parallel_rank=meta.data_parallel_rank,
     )
-    generation = service.generate(spec)
+    generation = await _generate(request, service, spec, bool(body.stream))
+    if isinstance(generation, web.StreamResponse):
+        return generation
     response_id = f"chatcmpl-{meta.request_id}"
     if body.stream:
         return await _stream(
@@ -52,16 +63,25 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 async def completions(request: web.Request) -> web.StreamResponse:
     service = request.app[SERVICE]
-    body = parse_body(await request.read(), CompletionRequest)
+    body = await read_body(request, CompletionRequest)
     model = check_model(service, body.model)
     meta = request_meta(request.headers, body.session_id, body.priority, body.vllm_xargs, body.request_id)
     prompt = _prompt_tokens(body.prompt)
-    conversation = Conversation([{"role": "user", "content": body.prompt if isinstance(body.prompt, str) else ""}], [])
-    reply = choose_reply(service.policy, conversation, body.max_tokens)
+    text = _prompt_text(body.prompt)
     spec = GenerationSpec(
-        meta.request_id, prompt, reply, body.max_tokens, meta.priority, body.cache_salt, meta.session_id
+        meta.request_id,
+        prompt,
+        Conversation([{"role": "user", "content": text or ""}], []),
+        body.max_tokens,
+        meta.priority,
+        body.cache_salt,
+        meta.session_id,
+        prompt_from_text=text is not None,
+        data_parallel_rank=meta.data_parallel_rank,
     )
-    generation = service.generate(spec)
+    generation = await _generate(request, service, spec, bool(body.stream))
+    if isinstance(generation, web.StreamResponse):
+        return generation
     response_id = f"cmpl-{meta.request_id}"
     if body.stream:
         factory = _completion_factory(generation, response_id, model)
@@ -72,6 +92,27 @@ async def completions(request: web.Request) -> web.StreamResponse:
     payload.update(service_tier=None, system_fingerprint=None, kv_transfer_params=None)
     payload["usage"] = shapes.usage(generation, service.config.enable_prompt_tokens_details, route="completion")
     return web.json_response(payload, dumps=dumps, headers={"X-Request-Id": meta.request_id})
+
+
+async def _generate(
+    request: web.Request, service: NodeService, spec: GenerationSpec, stream: bool
+) -> Generation | web.StreamResponse:
+    """The request on the node; for a stream the engine client's refusal comes inside the opened 200 stream."""
+    try:
+        return service.generate(spec)
+    except EngineInputError as error:
+        if not stream:
+            raise
+        response = await open_stream(request, spec.public_id)
+        await response.write(openai_stream_error(error))
+        return response
+
+
+def _prompt_text(prompt: str | list[int] | list[str] | list[list[int]]) -> str | None:
+    """The prompt's text, or None when it came as token ids."""
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        return prompt[0]
+    return prompt if isinstance(prompt, str) else None
 
 
 def _prompt_tokens(prompt: str | list[int] | list[str] | list[list[int]]) -> list[int]:

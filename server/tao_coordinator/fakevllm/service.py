@@ -1,11 +1,13 @@
 """One fake node's state behind its HTTP routes: the engine in real time, block ids, KV events, metrics, policy.
 
-`NodeService.generate` is the single way a request enters the node: it applies vLLM's admission limit
-(`--max-num-queued-reqs`: unfinished requests, checked before anything else, 503 beyond it), checks the context
-length as vLLM does,
-lays out the reply, hashes every cacheable block of prompt + reply, names the blocks with registry ids, registers
-the sequence for KV-event translation and submits the request to the engine. The listener it gives the engine
-driver publishes KV batches, observes finished requests in the metrics and releases their block ids.
+`NodeService.generate` is the single way a request enters the node, with vLLM 0.33's checks in vLLM's order: the
+admission limit (`--max-num-queued-reqs`: unfinished requests, 503 beyond it); the output limit (`output_budget`:
+a 400 only when `max_tokens` alone or the prompt alone exceeds max_model_len, else `max_tokens` clamped to what the
+context leaves, the generation then stopping there with finish reason `length`); the engine client's input checks
+(`engine_input_error`: the data-parallel rank, an empty prompt). Then it chooses the reply within the budget, lays it
+out, hashes every cacheable block of prompt + reply, names the blocks with registry ids, registers the sequence for
+KV-event translation and submits the request to the engine. The listener it gives the engine driver publishes KV
+batches, observes finished requests in the metrics and releases their block ids.
 
 Invariant: every request submitted to the engine has a registered sequence until its `Finished` event has been
 handled, so every KV event can be expanded to hashes and tokens.
@@ -24,25 +26,35 @@ from .block_ids import BlockIdRegistry
 from .clock import ScaledClock
 from .config import FakeNodeConfig
 from .driver import EngineDriver, Ticket
-from .errors import BadRequest, QueueFull
+from .errors import BadRequest, EngineInputError, QueueFull, validation_error
 from .hashing import block_hashes
 from .kv_events import KvTranslator, SequenceRecord
 from .kv_publisher import KvEventPublisher
 from .kv_wire import encode_batch
 from .metrics import NodeMetrics
-from .reply import Reply, ReplyLayout
+from .policy import Conversation, choose_reply
+from .reply import ReplyLayout
+
+DATA_PARALLEL_RANKS = 1
+"""The fake serves one data-parallel rank, rank 0."""
 
 
 @dataclass(frozen=True, slots=True)
 class GenerationSpec:
     public_id: str
     prompt_tokens: list[int]
-    reply: Reply
+    conversation: Conversation
+    """What the policy answers."""
     max_tokens: int | None
     """As requested; None: up to max_model_len."""
     priority: int = 0
     cache_salt: str | None = None
     session_id: str | None = None
+    max_tokens_param: str = "max_tokens"
+    """The request field vLLM names when `max_tokens` alone exceeds max_model_len."""
+    prompt_from_text: bool = True
+    """The prompt came as text: vLLM's tokenizer stops counting at max_model_len + 1 tokens."""
+    data_parallel_rank: int | None = None
 
 
 @dataclass(slots=True)
@@ -74,21 +86,46 @@ class Generation:
                 return
 
 
-def context_error(max_model_len: int, prompt: int, max_tokens: int | None) -> BadRequest | None:
-    """vLLM's 400 for a request that cannot fit in max_model_len, or None."""
-    if max_tokens is None and prompt >= max_model_len:
-        return BadRequest(
-            f"This model's maximum context length is {max_model_len} tokens. However, your request has {prompt} "
-            "input tokens. Please reduce the length of the input messages.",
-            param="messages",
+def output_budget(
+    max_model_len: int,
+    prompt: int,
+    max_tokens: int | None,
+    *,
+    param: str = "max_tokens",
+    prompt_from_text: bool = True,
+) -> int:
+    """The output tokens vLLM 0.33 grants a request (`get_max_tokens`): `max_tokens` clamped to what the context
+    leaves. A 400 only when `max_tokens` alone exceeds max_model_len (`TokenizeParams`), when the prompt alone does
+    (the post-tokenization length check), or when nothing is left (`SamplingParams`: at least 1)."""
+    if max_tokens is not None and max_tokens > max_model_len:
+        raise validation_error(
+            f"{param}={max_tokens} cannot be greater than max_model_len={max_model_len}. "
+            "Please request fewer output tokens.",
+            parameter=param,
+            value=max_tokens,
         )
-    if max_tokens is not None and prompt + max_tokens > max_model_len:
-        return BadRequest(
-            f"This model's maximum context length is {max_model_len} tokens. However, you requested {max_tokens} "
-            f"output tokens and your prompt contains {prompt} input tokens, for a total of {prompt + max_tokens} "
-            "tokens. Please reduce the length of the input prompt or the number of requested output tokens.",
-            param="max_tokens",
+    if prompt > max_model_len:
+        counted = min(prompt, max_model_len + 1) if prompt_from_text else prompt
+        at_least = "at least " if counted == max_model_len + 1 else ""
+        raise validation_error(
+            f"This model's maximum context length is {max_model_len} tokens. However, your prompt contains "
+            f"{at_least}{counted} input tokens, which exceeds this limit even without any output tokens. "
+            "Please reduce the length of the input prompt.",
+            parameter="input_tokens",
+            value=counted,
         )
+    budget = max_model_len - prompt if max_tokens is None else min(max_tokens, max_model_len - prompt)
+    if budget < 1:
+        raise validation_error(f"max_tokens must be at least 1, got {budget}.", parameter="max_tokens", value=budget)
+    return budget
+
+
+def engine_input_error(prompt: int, data_parallel_rank: int | None) -> EngineInputError | None:
+    """What vLLM 0.33's engine client refuses once the request reaches it (`InputProcessor`), or None."""
+    if data_parallel_rank is not None and not 0 <= data_parallel_rank < DATA_PARALLEL_RANKS:
+        return EngineInputError(f"data_parallel_rank {data_parallel_rank} is out of range [0, {DATA_PARALLEL_RANKS}).")
+    if not prompt:
+        return EngineInputError("The decoder prompt cannot be empty")
     return None
 
 
@@ -129,13 +166,18 @@ class NodeService:
             self.metrics.reject("max_num_queued_reqs")
             raise QueueFull()
         prompt = len(spec.prompt_tokens)
-        if not prompt:
-            raise BadRequest("The prompt cannot be empty.", param="prompt")
-        error = context_error(self.max_model_len, prompt, spec.max_tokens)
+        limit = output_budget(
+            self.max_model_len,
+            prompt,
+            spec.max_tokens,
+            param=spec.max_tokens_param,
+            prompt_from_text=spec.prompt_from_text,
+        )
+        error = engine_input_error(prompt, spec.data_parallel_rank)
         if error is not None:
             raise error
-        limit = spec.max_tokens if spec.max_tokens is not None else self.max_model_len - prompt
-        layout = ReplyLayout(spec.reply, limit)
+        reply = choose_reply(self.policy, spec.conversation, None if spec.max_tokens is None else limit)
+        layout = ReplyLayout(reply, limit)
         engine_id = f"{spec.public_id}-{next(self._ids)}"
         request, record = self._node_request(engine_id, spec, layout)
         self._kv.register(engine_id, record)
@@ -156,6 +198,19 @@ class NodeService:
         self._cpu_reset = self._cpu_reset or reset_external
         self.driver.poke()
         return done
+
+    def restart(self) -> None:
+        """As the process would after a crash and a restart (`faults.py`): the requests in flight fail; the engine,
+        its caches, block ids and counters start afresh; KV-event numbers start again at 0."""
+        engine = NodeEngine(self.profile, policy=self.config.scheduling_policy, start_time=self.clock.now())
+        self.driver.replace_engine(engine)
+        self.registry = BlockIdRegistry()
+        self._kv = KvTranslator(self.registry, self.profile.block_size, wire=self.publisher is not None)
+        self.metrics = NodeMetrics(self.config.served_model_name, self.profile, self.config.cpu_kv_gib)
+        self._max_tokens.clear()
+        self._cpu_reset = False
+        if self.publisher is not None:
+            self.publisher.restart()
 
     def _node_request(
         self, engine_id: str, spec: GenerationSpec, layout: ReplyLayout
