@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-BENCH_SUBCOMMANDS = ("planner", "coordinator", "sdk", "fake-vllm", "estimator", "memory", "compare")
+BENCH_SUBCOMMANDS = ("planner", "coordinator", "faults", "sdk", "fake-vllm", "estimator", "memory", "compare")
 
 
 def tao(*args: str) -> subprocess.CompletedProcess[str]:
