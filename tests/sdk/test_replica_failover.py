@@ -139,13 +139,17 @@ def test_redis_restarted_empty_under_a_live_session_is_said_once_counted_and_the
         fence = httpx2.get(coordinator.url + "/v1/leader").json()["fence"]
         redis_server.restart()
         leader_among([coordinator])
-        for k in range(3):
+        deadline = time.monotonic() + 15  # registered again at its next acquire's 404, or by its background retry
+        k = 0
+        while stored_session(redis_server, s.id) is None:
+            assert time.monotonic() < deadline, "the session never registered again"
             turn(client, s, f"after Redis restarted {k} " * 20)
-        s.flush()
-        assert s.id == before and stored_session(redis_server, s.id)["completed_calls"] >= 1
+            s.flush()
+            k += 1
+        assert s.id == before
     assert httpx2.get(coordinator.url + "/v1/leader").json()["fence"] > fence
     metrics = httpx2.get(coordinator.url + "/metrics").text
     assert 'tao_redis_anomalies_total{kind="lost"} 1.0' in metrics
     assert "tao_ha_sessions_lost_total 1.0" in metrics
-    assert len([r for r in caplog.records if "Redis lost its keys" in r.getMessage()]) == 1
+    assert len([r for r in caplog.records if "Redis lost its keys under" in r.getMessage()]) == 1
     assert not any(r.exc_info for r in caplog.records if r.name.startswith("tao"))
