@@ -7,6 +7,12 @@ whole answer, long polls included: an acquire asks the coordinator to answer wit
 (registering again, converging after a 409) is tried once, so an acquire never loops on refusals. What the session
 has open lives in `SessionState.ledger` (`convergence.py`), shared by both routers of a session.
 
+Refused model calls (`refusals.py`): a call a node refused is reported as such and retried once elsewhere —
+`rerouted` reads the coordinator's answer to the retry's acquire (`avoid_nodes`), `fallback_after` picks the next
+node of the fail-open list when the coordinator cannot say. An acquire answer that does not parse as the protocol
+says (an admitted answer without its node, say) is the coordinator failing: `MalformedAnswer`, an `Unreachable`, so
+the session fails open exactly as when the coordinator does not answer.
+
 Several coordinator replicas (`replicas.py`): every request goes to the replica the session believes is the leader
 (`SessionState.replicas`), and to the next while none answers as leader (`failover`); only when none has answered as
 leader for `failover_wait_s` does the request fail, and the session fail open. With a single URL, the first failure
@@ -24,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
+import pydantic
 
 from . import protocol
 from .convergence import Ledger, session_view
@@ -95,6 +102,10 @@ class SessionState:
     """The step set by `Session.step`: every acquire carries it until it is set again."""
     replicas: Replicas = field(default_factory=lambda: Replicas(()))
     """The coordinator's replicas, and the one believed to be the leader."""
+    retried_calls: int = 0
+    """Model calls a node refused that were sent again to another node (`refusals.py`)."""
+    refusers: set[str] = field(default_factory=set)
+    """Nodes that refused a call of this session (the log said so once for each)."""
 
 
 class Unreachable(Exception):
@@ -103,6 +114,11 @@ class Unreachable(Exception):
 
 class TokenRefused(Unreachable):
     """The coordinator answered registration with 401/403: the API token is missing or wrong."""
+
+
+class MalformedAnswer(Unreachable):
+    """The coordinator answered something the protocol does not allow (an admitted acquire without its node, say):
+    it is failing, so the session fails open as if it had not answered."""
 
 
 POLL, REGISTER, CONVERGE = "poll", "register", "converge"
@@ -250,11 +266,11 @@ class Calls:
         return Grant(url, url, None, detached=True)
 
     def acquire_body(
-        self, expected_tokens: int | None, attempt: Attempt, step: Step | None = None
+        self, expected_tokens: int | None, attempt: Attempt, step: Step | None = None, avoid: str | None = None
     ) -> dict[str, Any] | None:
         """The next poll of an acquire, or None once `max_wait_s` is spent. Each poll is answered within half the
         request timeout, so a coordinator that stalls is noticed within one request timeout. `step` (else the
-        session's) goes with it."""
+        session's) goes with it; `avoid`, for the retry of a refused call, names the node that refused it."""
         left = self.config.max_wait_s - (time.monotonic() - attempt.started)
         if left <= 0:
             return None
@@ -267,6 +283,8 @@ class Calls:
             body["step_id"] = step.step_id
         if step.expected_next_tools is not None:
             body["expected_next_tools"] = list(step.expected_next_tools)
+        if avoid is not None:
+            body["avoid_nodes"] = [avoid]
         return body
 
     def answered(self, status: int, answer: Any, attempt: Attempt) -> Grant | str:
@@ -275,6 +293,8 @@ class Calls:
         if status == 200:
             return self.granted(answer)
         if status == 202:
+            if _parsed(answer).status != "waiting":
+                raise MalformedAnswer("malformed acquire answer: 202 with an admitted answer")
             return POLL
         if status == 503:  # `check` lets only the no-healthy-node answer through
             return self.no_healthy_node()
@@ -329,8 +349,9 @@ class Calls:
         return self.fallback("the coordinator has no healthy node")
 
     def granted(self, body: Any) -> Grant:
-        answer = protocol.AcquireResponse.model_validate(body)
-        assert answer.node is not None and answer.node_url is not None
+        answer = _parsed(body)
+        if answer.status != "admitted" or answer.node is None or answer.node_url is None:
+            raise MalformedAnswer("malformed acquire answer: 200 without admitting the call")
         grant = Grant(answer.node, answer.node_url, answer.lease_id)
         self.state.last = grant
         self.state.ledger.llm_granted()
@@ -353,9 +374,51 @@ class Calls:
             completion_tokens=usage.completion_tokens,
             ttft_s=usage.ttft_s,
             duration_s=duration_s,
-            error=usage.error,
+            error=(usage.error or ("refused" if usage.refused else None) or "")[:2_000] or None,
+            refused=usage.refused,
         )
-        return body.model_dump(mode="json", exclude_none=True)
+        return body.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+
+    def refusal_noted(self, grant: Grant, how: str) -> None:
+        """A node refused a call of this session: said once per node in the log, at every call in the debug log."""
+        if grant.node not in self.state.refusers:
+            self.state.refusers.add(grant.node)
+            log.warning("tao: node %s refused a call of session %s (%s)", grant.node, self.state.session_id, how)
+        else:
+            log.debug("tao: node %s refused a call of session %s (%s)", grant.node, self.state.session_id, how)
+
+    def fallback_after(self, refused: Grant) -> Grant | None:
+        """For a refused call the coordinator cannot place: the node after the refuser in the (sorted) fail-open
+        list, or the session's own fail-open node when the refuser is not listed; None when only the refuser is."""
+        url = refused.node_url.rstrip("/")
+        nodes = sorted({node.rstrip("/") for node in self.config.fallback_nodes})
+        others = [node for node in nodes if node != url]
+        if not others:
+            return None
+        if url in nodes:
+            chosen = nodes[(nodes.index(url) + 1) % len(nodes)]
+        else:
+            digest = int.from_bytes(hashlib.sha256(self.state.session_id.encode()).digest()[:8], "big")
+            chosen = others[digest % len(others)]
+        return Grant(chosen, chosen, None, detached=True)
+
+    def rerouted(self, status: int, answer: Any, refused: Grant) -> Grant | None:
+        """Where the coordinator sends a refused call (its answer to an acquire avoiding the refuser): its grant;
+        None when it says no other node can take it (the caller gets the refusal); the fail-open list's next node
+        when it cannot say (no node healthy, the session unknown after a restart, …)."""
+        if status == 200:
+            return self.granted(answer)
+        code = answer.get("code") if isinstance(answer, dict) else None
+        if status == 503 and code == protocol.NO_OTHER_NODE:
+            log.debug("tao: no node but %s can take the call of session %s", refused.node, self.state.session_id)
+            return None
+        return self.fallback_after(refused)
+
+    def served_instead(self, grant: Grant) -> None:
+        """The retry of a refused call was answered by `grant`'s node: routing on its own, the session sticks to it."""
+        self.state.retried_calls += 1
+        if grant.detached:
+            self.state.last = grant
 
     def tool_start_body(self, call_id: str, tool: str, hints: protocol.ToolHints, program: str | None) -> Any:
         self.state.ledger.tool_started(call_id)
@@ -368,22 +431,36 @@ class Calls:
         return body
 
 
+FLEET_CODES = frozenset({protocol.NO_HEALTHY_NODE, protocol.NO_OTHER_NODE})
+"""The codes of a 503 that is an answer about the fleet, not the coordinator failing."""
+
+
 def check(response: httpx2.Response) -> Any:
-    """The answer's JSON body; a 5xx raises `Unreachable`, except the 503 saying no node is healthy (the coordinator
-    is there, and answered)."""
+    """The answer's JSON body; a 5xx raises `Unreachable`, except the 503s about the fleet (no node is healthy, no
+    other node can take a refused call: the coordinator is there, and answered)."""
     if response.status_code >= 500:
-        if response.status_code == 503 and _no_healthy_node(response):
+        if response.status_code == 503 and _fleet_answer(response):
             return response.json()
         raise Unreachable(f"{response.request.url.path} answered {response.status_code}")
     return response.json() if response.content else None
 
 
-def _no_healthy_node(response: httpx2.Response) -> bool:
+def _fleet_answer(response: httpx2.Response) -> bool:
     try:
         body = response.json()
     except ValueError:
         return False
-    return isinstance(body, dict) and body.get("code") == protocol.NO_HEALTHY_NODE
+    return isinstance(body, dict) and body.get("code") in FLEET_CODES
+
+
+def _parsed(body: Any) -> protocol.AcquireResponse:
+    """An acquire's answer as the protocol has it; `MalformedAnswer` naming the first fault when it is not one."""
+    try:
+        return protocol.AcquireResponse.model_validate(body)
+    except pydantic.ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "body"
+        raise MalformedAnswer(f"malformed acquire answer: {where}: {first['msg']}") from None
 
 
 def _final(failure: BaseException | NotLeader) -> BaseException:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from .hints import PROGRAM_MAX_CHARS, PROGRAM_PATTERN
 from .ids import SESSION_ID_PATTERN
@@ -22,6 +22,7 @@ LabelKey = Annotated[str, StringConstraints(min_length=1, max_length=LABEL_KEY_M
 LabelValue = Annotated[str, StringConstraints(max_length=LABEL_VALUE_MAX)]
 ToolName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 StepId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+NodeName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 
 
 class _Body(BaseModel):
@@ -74,18 +75,31 @@ class AcquireRequest(_Body):
     Per call, so it travels here and not in the registration."""
     expected_next_tools: list[ToolName] | None = Field(default=None, max_length=50)
     """Tools the agent expects to call after this call, at most 50; omitted: unchanged, `[]`: none expected."""
+    avoid_nodes: list[NodeName] = Field(default_factory=list, max_length=8)
+    """Nodes this call must not go to: the ones that just refused it (`LlmEndRequest.refused`; the SDK retries a
+    refused call once, elsewhere). With any, the call is placed at once on another usable node, over its capacity
+    if need be, and the session's place moves there; when there is none, or another call of the session runs on
+    one of them, the answer is 503 with code `no_other_node`. Names the fleet no longer has are ignored."""
 
 
 class AcquireResponse(_Body):
+    """An admitted answer names its node (`node`, and `node_url`, an http(s) URL); a waiting one need not."""
+
     status: Literal["admitted", "waiting"]
-    node: str | None = None
-    node_url: str | None = None
+    node: str | None = Field(default=None, min_length=1, max_length=200)
+    node_url: str | None = Field(default=None, pattern=r"^https?://[^\s/]+")
     """The node's root URL (Anthropic clients use it as base URL)."""
     base_url: str | None = None
     """`node_url` + `/v1` (the OpenAI base URL)."""
     lease_id: str | None = None
     expires_at: float | None = None
     """Unix time by which the session must send another event, or lose its place."""
+
+    @model_validator(mode="after")
+    def _admitted_names_its_node(self) -> AcquireResponse:
+        if self.status == "admitted" and (self.node is None or self.node_url is None):
+            raise ValueError("an admitted answer names its node: node and node_url are required")
+        return self
 
 
 class LlmEndRequest(_Body):
@@ -97,6 +111,17 @@ class LlmEndRequest(_Body):
     ttft_s: float | None = Field(default=None, ge=0, le=86_400)
     duration_s: float | None = Field(default=None, ge=0, le=86_400)
     error: str | None = Field(default=None, max_length=2_000)
+    refused: bool = False
+    """The node refused the call before sending any of its answer — connection refused, connection reset before
+    the response, HTTP 503 or 429 — so the call never ran there (`error` says how; required then). The session
+    loses its place there, and after `node_demote_after` refusals in a row (a setting of the coordinator's core)
+    the node is demoted until a probe finds it serving again (`GET /v1/nodes` shows it)."""
+
+    @model_validator(mode="after")
+    def _refusal_says_how(self) -> LlmEndRequest:
+        if self.refused and not self.error:
+            raise ValueError("a refused call must say how it was refused in error")
+        return self
 
 
 class ToolHints(_Body):
@@ -164,6 +189,8 @@ class SessionView(_Body):
 
 
 NO_HEALTHY_NODE = "no_healthy_node"
+NO_OTHER_NODE = "no_other_node"
+"""On a 503 to an acquire with `avoid_nodes`: no usable node other than those is left for the retried call."""
 NOT_LEADER = "not_leader"
 LEADER_HEADER = "X-TAO-Leader"
 """On a 421 from a standby replica: where the leader serves, as `ErrorBody.leader` has it."""
@@ -174,7 +201,8 @@ class ErrorBody(_Body):
     field: str | None = None
     code: str | None = None
     """A cause a client acts on: `no_healthy_node` (a 503 to an acquire while no node of the fleet is healthy),
-    `not_leader` (a 421 from a replica that does not serve writes)."""
+    `no_other_node` (a 503 to an acquire with `avoid_nodes` that no other node can take), `not_leader` (a 421 from a
+    replica that does not serve writes)."""
     session: SessionView | None = None
     """On a 409 about a session: what the coordinator sees of it."""
     leader: str | None = None
@@ -185,10 +213,22 @@ class NodeInfo(_Body):
     name: str
     url: str
     healthy: bool
+    """Scraped healthy, and not demoted: the coordinator places sessions here."""
     capacity_tokens: int
     used_tokens: int
     prefix_hit_rate: float
     sessions: int
+    demoted: bool = False
+    """The node refused `node_demote_after` calls in a row: nothing is placed here until a probe (a minimal model
+    call) finds it serving again, whatever its `/health` says."""
+    demoted_reason: str | None = None
+    demoted_for_s: float | None = None
+    """Seconds since the demotion."""
+    unhealthy_reason: str | None = None
+    """Why the node's scrapes fail, or why its figures are not believed (then `quarantined`); None while they are."""
+    quarantined: bool = False
+    """Its `/metrics` reports a capacity that cannot be true (none, past the coordinator's `fleet.max_capacity_tokens`,
+    or changed without a restart): nothing is placed here until it reports one that can."""
 
 
 class SessionInfo(_Body):

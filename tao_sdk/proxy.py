@@ -10,8 +10,9 @@ with spaces, is replaced by a stable digest of it); the agent context comes from
 `x-agent-expected-tools` (comma-separated) on every model call, sent with that call's acquire and never forwarded to
 the node (the other `x-agent-*` headers pass through as they always did). The proxy registers the session,
 acquires a node, forwards the request (streaming passed through chunk by chunk), reads usage as it passes and
-reports `llm_end`: the same `AsyncRouter` as the SDK, so it fails open the same way, and follows the leader of
-several coordinator replicas the same way (`--coordinator` takes their URLs, comma-separated). Without `--nodes`, the
+reports `llm_end`: the same `AsyncRouter` as the SDK, so it fails open the same way, retries a call a node refused
+once on another node the same way (`refusals.py`), and follows the leader of several coordinator replicas the same
+way (`--coordinator` takes their URLs, comma-separated). Without `--nodes`, the
 proxy learns the fleet's node URLs from the coordinator (`GET /v1/nodes`, which every replica answers: the first
 that does, at start and every `NODE_REFRESH_S`) and keeps the last list it got, so it fails open to them when the
 coordinator goes away. With the coordinator unreachable and no node known, a model call is answered 503.
@@ -40,9 +41,10 @@ from aiohttp import web
 from . import protocol
 from .errors import AuthenticationFailed, NoNodeAvailable
 from .ids import SESSION_ID_PATTERN
+from .refusals import describe, refused_status
 from .replicas import coordinator_urls
 from .router import AsyncRouter, Grant, SessionConfig, Step
-from .usage import UsageObserver
+from .usage import Usage, UsageObserver
 
 log = logging.getLogger("tao_sdk.proxy")
 
@@ -165,17 +167,42 @@ class RoutingProxy:
         raw = await request.read()
         session_id = self.session_id(request)
         router = await self.router(session_id, context_from(request.headers))
+        tokens = len(raw) // 4
         try:
-            grant = await router.acquire(len(raw) // 4, step_from(request.headers))
+            grant = await router.acquire(tokens, step_from(request.headers))
         except NoNodeAvailable as error:
             return no_node(error)
         body, streaming = with_usage_requested(raw, request.path)
-        started = time.monotonic()
+        retry = True
+        while True:
+            started = time.monotonic()
+            try:
+                upstream = await self._send(request, grant, body, session_id)
+            except aiohttp.ClientError as error:
+                how = aiohttp_refusal(error)
+                usage = Usage(error=describe(error), refused=how is not None)
+                await router.llm_end(grant, usage, time.monotonic() - started)
+                if how is None or not retry or (other := await router.reroute(grant, how, tokens)) is None:
+                    return unreachable(grant, error)
+                grant, retry = other, False
+                continue
+            if retry and (how := refused_status(upstream.status)) is not None:
+                await router.llm_end(grant, Usage(error=how, refused=True), time.monotonic() - started)
+                if (other := await router.reroute(grant, how, tokens)) is None:
+                    return await self._relay(request, upstream, None)  # reported: nothing to observe
+                upstream.release()
+                grant, retry = other, False
+                continue
+            break
+        if not retry and refused_status(upstream.status) is None:
+            router.served_instead(grant)
         observer = UsageObserver(streaming, started)
         try:
-            return await self._forward(request, grant, body, session_id, observer)
+            return await self._relay(request, upstream, observer)
         finally:
-            await router.llm_end(grant, observer.finish(), time.monotonic() - started)
+            usage = observer.finish()
+            usage.refused = refused_status(upstream.status) is not None
+            await router.llm_end(grant, usage, time.monotonic() - started)
 
     async def passthrough(self, request: web.Request) -> web.StreamResponse:
         router = await self.router(self.session_id(request), context_from(request.headers))
@@ -183,23 +210,26 @@ class RoutingProxy:
             grant = router.state.last or router.fallback()
         except NoNodeAvailable as error:
             return no_node(error)
-        return await self._forward(request, grant, await request.read(), router.state.session_id, None)
+        try:
+            upstream = await self._send(request, grant, await request.read(), router.state.session_id)
+        except aiohttp.ClientError as error:
+            return unreachable(grant, error)
+        return await self._relay(request, upstream, None)
 
-    async def _forward(
-        self, request: web.Request, grant: Grant, body: bytes, session_id: str, observer: UsageObserver | None
-    ) -> web.StreamResponse:
+    async def _send(self, request: web.Request, grant: Grant, body: bytes, session_id: str) -> aiohttp.ClientResponse:
+        """The node's answer, its headers read (its body not yet)."""
         assert self.http is not None
         headers = {k: v for k, v in request.headers.items() if k.lower() not in FORWARD_DROPPED}
         headers["X-Session-ID"] = session_id
         if self.config.api_key:
             headers["Authorization"] = f"Bearer {self.config.api_key}"
         url = grant.node_url.rstrip("/") + request.path_qs
-        try:
-            upstream = await self.http.request(request.method, url, data=body, headers=headers)
-        except aiohttp.ClientError as error:
-            if observer is not None:
-                observer.usage.error = f"{type(error).__name__}: {error}"
-            return web.json_response({"error": {"message": f"node {grant.node} unreachable: {error}"}}, status=502)
+        return await self.http.request(request.method, url, data=body, headers=headers)
+
+    async def _relay(
+        self, request: web.Request, upstream: aiohttp.ClientResponse, observer: UsageObserver | None
+    ) -> web.StreamResponse:
+        """Pass the node's answer back as it streams, read by `observer` on the way."""
         async with upstream:
             response = web.StreamResponse(status=upstream.status)
             for name, value in upstream.headers.items():
@@ -274,6 +304,20 @@ class RoutingProxy:
         for session in self.sessions.values():
             await session.router.close()
         await self.http.close()
+
+
+def aiohttp_refusal(error: aiohttp.ClientError) -> str | None:
+    """How an aiohttp error raised before any response refused the call (`refusals.py`), or None: a connection
+    refused, reset or timed out while connecting, or closed before the response began; a read timeout is not one."""
+    if not isinstance(error, aiohttp.ClientConnectionError):
+        return None
+    if isinstance(error, aiohttp.ServerTimeoutError) and not isinstance(error, aiohttp.ConnectionTimeoutError):
+        return None
+    return describe(error)
+
+
+def unreachable(grant: Grant, error: aiohttp.ClientError) -> web.Response:
+    return web.json_response({"error": {"message": f"node {grant.node} unreachable: {error}"}}, status=502)
 
 
 def no_node(error: NoNodeAvailable) -> web.Response:

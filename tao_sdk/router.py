@@ -28,6 +28,10 @@ answered, so reports keep their order. A failover makes a call slower, never an 
 when no replica has answered as leader for `failover_wait_s` (which then adds to the bounds above), and a background
 retry while detached tries each replica once.
 
+A call a node refused (`refusals.py`) is sent again once: `reroute` reports nothing itself (the transport has
+reported the refusal with `llm_end`), waits until that report is out, and asks the coordinator for a node other than
+the refuser; routing on its own, or when the coordinator cannot say, it takes the next node of the fail-open list.
+
 `SyncRouter` and `AsyncRouter` share everything but their I/O (`calls.Calls` builds the requests and reads the
 answers); the async one never blocks the event loop. Reports go out in order from a background worker, so only
 `acquire` (which needs its answer) sits on the agent's critical path. Overlapping calls end under the session's
@@ -167,6 +171,20 @@ class SyncRouter(Calls):
             return self.fallback()
         return self.fallback("no place was free within max_wait_s")
 
+    def reroute(self, refused: Grant, how: str, expected_tokens: int | None) -> Grant | None:
+        """Where a call `refused`'s node refused goes instead (None: nowhere, the caller gets the refusal)."""
+        self.refusal_noted(refused, how)
+        if refused.detached or not self.has_coordinator or self.state.detached_at is not None:
+            return self.fallback_after(refused)
+        self.flush()  # the refusal's report goes first: the refused call ends before its retry is placed
+        try:
+            self._ensure_registered()
+            body = self.acquire_body(expected_tokens, Attempt(time.monotonic()), avoid=refused.node)
+            return self.rerouted(*self._post(self.session_path("acquire"), body), refused)
+        except REPORT_ERRORS as error:
+            self.detach(error, time.monotonic())
+            return self.fallback_after(refused)
+
     def _report(self, method: str, path: str, body: Any = None) -> None:
         if self._worker is None:
             self._worker = threading.Thread(target=self._work, name=f"tao-report-{self.state.session_id}", daemon=True)
@@ -298,6 +316,20 @@ class AsyncRouter(Calls):
             self.detach(error, time.monotonic())
             return self.fallback()
         return self.fallback("no place was free within max_wait_s")
+
+    async def reroute(self, refused: Grant, how: str, expected_tokens: int | None) -> Grant | None:
+        """As `SyncRouter.reroute`."""
+        self.refusal_noted(refused, how)
+        if refused.detached or not self.has_coordinator or self.state.detached_at is not None:
+            return self.fallback_after(refused)
+        await self.flush()
+        try:
+            await self._ensure_registered()
+            body = self.acquire_body(expected_tokens, Attempt(time.monotonic()), avoid=refused.node)
+            return self.rerouted(*await self._post(self.session_path("acquire"), body), refused)
+        except REPORT_ERRORS as error:
+            self.detach(error, time.monotonic())
+            return self.fallback_after(refused)
 
     async def _report(self, method: str, path: str, body: Any = None) -> None:
         if self._queue is None:

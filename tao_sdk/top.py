@@ -1,11 +1,14 @@
 """`tao top`: a live terminal view of a coordinator's nodes and sessions, redrawn every second from its HTTP API
-(`GET /v1/nodes`, `GET /v1/sessions`) with rich's `Live`.
+(`GET /v1/nodes`, `GET /v1/sessions`, a page at a time up to `SESSIONS_SHOWN`) with rich's `Live`.
 
 Nodes: KV capacity and the share the coordinator counts as used, the sessions resident there and how many of them are
 in an LLM call, the node's prefix-cache hit rate, and — when the coordinator reports them — its utilisation target
 and CPU KV tier. Sessions: id, harness, phase, node, the tool running (with its predicted remaining time when the
 coordinator's session timeline, `GET /v1/sessions/{id}`, gives one) and context tokens. Fields the coordinator does
 not send show as "–".
+
+Past `SESSIONS_SHOWN` live sessions the view reads no more pages: the header says how many there are in all (the
+pages' `total`) and how many are shown.
 
 `q` or Ctrl-C quits. An unreachable coordinator or a refused token ends the command at once with status 1 and a
 message saying which; once running, a failed refresh is shown on screen and retried.
@@ -42,6 +45,14 @@ class Snapshot:
     nodes: list[dict[str, Any]]
     sessions: list[dict[str, Any]]
     taken_at: float
+    total: int | None = None
+    """Live sessions in all, as the coordinator counted them (None: it did not say); more than `sessions` when
+    not every page was read."""
+
+
+SESSIONS_SHOWN = 5000
+"""Sessions read each refresh at most (`PAGE` at a time)."""
+PAGE = 1000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,28 +77,42 @@ def fetch_any(client: httpx2.Client, urls: tuple[str, ...]) -> tuple[Snapshot, s
 
 def fetch(client: httpx2.Client, url: str) -> Snapshot:
     """Both lists, or a `TopError` naming the cause: unreachable, token refused, or an unexpected answer."""
-    documents = []
-    for path in ("/v1/nodes", "/v1/sessions"):
-        try:
-            response = client.get(url + path)
-        except httpx2.HTTPError as error:
-            raise TopError(f"cannot reach the coordinator at {url} ({type(error).__name__}: {error})") from None
-        if response.status_code in (401, 403):
-            raise TopError(
-                f"the coordinator at {url} refused the token ({response.status_code}); "
-                "give the one in its config with --token or $TAO_TOKEN"
-            )
-        if response.status_code != 200:
-            raise TopError(f"GET {url}{path} answered {response.status_code}: {response.text[:200]}")
-        try:
-            documents.append(response.json())
-        except ValueError:
-            raise TopError(f"GET {url}{path} did not answer JSON; is {url} a TAO coordinator?") from None
-    sessions = documents[1].get("sessions", [])
+    nodes = _get(client, url, "/v1/nodes").get("nodes", [])
+    sessions: list[dict[str, Any]] = []
+    params: dict[str, Any] = {"limit": PAGE}
+    while True:
+        page = _get(client, url, "/v1/sessions", params)
+        sessions += page.get("sessions", [])
+        total = page.get("total")
+        cursor = page.get("next_cursor")  # a coordinator from before pagination sends none: its one page is all
+        if not cursor or len(sessions) >= SESSIONS_SHOWN:
+            break
+        params = {"limit": min(PAGE, SESSIONS_SHOWN - len(sessions)), "cursor": cursor}
     now = time.time()
     for session in [s for s in sessions if s.get("phase") == "in_tool"][:TIMELINES]:
         session["tools"] = _running_tools(client, url, session["session_id"], now)
-    return Snapshot(documents[0].get("nodes", []), sessions, now)
+    return Snapshot(nodes, sessions, now, total if isinstance(total, int) else None)
+
+
+def _get(client: httpx2.Client, url: str, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    try:
+        response = client.get(url + path, params=params)
+    except httpx2.HTTPError as error:
+        raise TopError(f"cannot reach the coordinator at {url} ({type(error).__name__}: {error})") from None
+    if response.status_code in (401, 403):
+        raise TopError(
+            f"the coordinator at {url} refused the token ({response.status_code}); "
+            "give the one in its config with --token or $TAO_TOKEN"
+        )
+    if response.status_code != 200:
+        raise TopError(f"GET {url}{path} answered {response.status_code}: {response.text[:200]}")
+    try:
+        document = response.json()
+    except ValueError:
+        raise TopError(f"GET {url}{path} did not answer JSON; is {url} a TAO coordinator?") from None
+    if not isinstance(document, dict):
+        raise TopError(f"GET {url}{path} did not answer a JSON object; is {url} a TAO coordinator?")
+    return document
 
 
 TIMELINES = 50
@@ -137,10 +162,16 @@ def render(snapshot: Snapshot, url: str, problem: str | None = None) -> Group:
     for session in sessions:
         phases[session["phase"]] = phases.get(session["phase"], 0) + 1
     counts = ", ".join(f"{count} {phase.replace('_', ' ')}" for phase, count in sorted(phases.items())) or "none"
+    total = snapshot.total if snapshot.total is not None else len(sessions)
+    shown = (
+        f"{total} sessions ({counts})"
+        if total <= len(sessions)
+        else f"{total} sessions, {len(sessions)} shown ({counts})"
+    )
     header = Text.assemble(
         ("tao top", "bold"),
         f"  {url}  {time.strftime('%H:%M:%S', time.localtime(snapshot.taken_at))}  ",
-        f"{len(snapshot.nodes)} nodes, {len(sessions)} sessions ({counts})  ",
+        f"{len(snapshot.nodes)} nodes, {shown}  ",
         ("q quits", "dim"),
     )
     nodes = Table(title="nodes", title_justify="left")

@@ -8,8 +8,12 @@ usage and time to first token are read as the bytes pass — nothing is buffered
 reported when the stream closes. Other requests (`GET /v1/models`, `count_tokens`) go to the last node used,
 without acquiring.
 
+A call the node refused before answering any of it (connection refused or reset, 503, 429: `refusals.py`) is
+reported as refused and sent once more to the node `reroute` names; the caller sees only the second answer. With no
+other node, the refusal is the call's answer.
+
 Invariant: every acquired call is reported exactly once (`llm_end`), also when the node fails or the caller stops
-reading early.
+reading early; a refused and retried call is two calls, each reported once.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 
 import httpx2
 
+from .refusals import describe, httpx_refusal, refused_status
 from .router import AsyncRouter, Grant, SyncRouter
 from .tls import shared_ssl_context
 from .usage import Usage, UsageObserver
@@ -57,6 +62,19 @@ def prepare(request: httpx2.Request, grant: Grant, session_id: str) -> tuple[boo
 
 def expected_tokens(request: httpx2.Request) -> int:
     return len(request.content) // CHARS_PER_TOKEN
+
+
+def failed(error: BaseException) -> Usage:
+    """The report of a call that raised before any response: refused, or failed otherwise (a read timeout)."""
+    return Usage(error=describe(error), refused=httpx_refusal(error) is not None)
+
+
+def answered(usage: Usage, status: int) -> Usage:
+    """The report of a call answered with `status`, from what was read of the answer."""
+    if status >= 400 and usage.error is None:
+        usage.error = f"HTTP {status}"
+    usage.refused = refused_status(status) is not None
+    return usage
 
 
 class _ObservedStream(httpx2.SyncByteStream):
@@ -108,19 +126,34 @@ class TaoTransport(httpx2.BaseTransport):
             grant = self.router.state.last or self.router.fallback()
             prepare(request, grant, self.router.state.session_id)
             return self.inner.handle_request(request)
-        grant = self.router.acquire(expected_tokens(request))
-        streaming, _ = prepare(request, grant, self.router.state.session_id)
-        started = time.monotonic()
-        try:
-            response = self.inner.handle_request(request)
-        except Exception as error:
-            self.router.llm_end(grant, Usage(error=f"{type(error).__name__}: {error}"), time.monotonic() - started)
-            raise
+        router, tokens = self.router, expected_tokens(request)
+        grant, retry = router.acquire(tokens), True
+        while True:
+            streaming, _ = prepare(request, grant, router.state.session_id)
+            started = time.monotonic()
+            try:
+                response = self.inner.handle_request(request)
+            except Exception as error:
+                router.llm_end(grant, failed(error), time.monotonic() - started)
+                how = httpx_refusal(error)
+                if how is None or not retry or (other := router.reroute(grant, how, tokens)) is None:
+                    raise
+                grant, retry = other, False
+                continue
+            if retry and (how := refused_status(response.status_code)) is not None:
+                router.llm_end(grant, answered(Usage(), response.status_code), time.monotonic() - started)
+                if (other := router.reroute(grant, how, tokens)) is None:
+                    return response  # reported: nothing to observe
+                response.close()
+                grant, retry = other, False
+                continue
+            break
+        if not retry and refused_status(response.status_code) is None:
+            router.served_instead(grant)
+        served = grant
 
         def done(usage: Usage) -> None:
-            if response.status_code >= 400 and usage.error is None:
-                usage.error = f"HTTP {response.status_code}"
-            self.router.llm_end(grant, usage, time.monotonic() - started)
+            router.llm_end(served, answered(usage, response.status_code), time.monotonic() - started)
 
         response.stream = _ObservedStream(response.stream, UsageObserver(streaming, started), done)
         return response
@@ -140,20 +173,34 @@ class AsyncTaoTransport(httpx2.AsyncBaseTransport):
             grant = self.router.state.last or self.router.fallback()
             prepare(request, grant, self.router.state.session_id)
             return await self.inner.handle_async_request(request)
-        grant = await self.router.acquire(expected_tokens(request))
-        streaming, _ = prepare(request, grant, self.router.state.session_id)
-        started = time.monotonic()
-        try:
-            response = await self.inner.handle_async_request(request)
-        except Exception as error:
-            usage = Usage(error=f"{type(error).__name__}: {error}")
-            await self.router.llm_end(grant, usage, time.monotonic() - started)
-            raise
+        router, tokens = self.router, expected_tokens(request)
+        grant, retry = await router.acquire(tokens), True
+        while True:
+            streaming, _ = prepare(request, grant, router.state.session_id)
+            started = time.monotonic()
+            try:
+                response = await self.inner.handle_async_request(request)
+            except Exception as error:
+                await router.llm_end(grant, failed(error), time.monotonic() - started)
+                how = httpx_refusal(error)
+                if how is None or not retry or (other := await router.reroute(grant, how, tokens)) is None:
+                    raise
+                grant, retry = other, False
+                continue
+            if retry and (how := refused_status(response.status_code)) is not None:
+                await router.llm_end(grant, answered(Usage(), response.status_code), time.monotonic() - started)
+                if (other := await router.reroute(grant, how, tokens)) is None:
+                    return response
+                await response.aclose()
+                grant, retry = other, False
+                continue
+            break
+        if not retry and refused_status(response.status_code) is None:
+            router.served_instead(grant)
+        served = grant
 
         async def done(usage: Usage) -> None:
-            if response.status_code >= 400 and usage.error is None:
-                usage.error = f"HTTP {response.status_code}"
-            await self.router.llm_end(grant, usage, time.monotonic() - started)
+            await router.llm_end(served, answered(usage, response.status_code), time.monotonic() - started)
 
         response.stream = _AsyncObservedStream(response.stream, UsageObserver(streaming, started), done)
         return response

@@ -22,6 +22,8 @@ class Usage:
     completion_tokens: int | None = None
     ttft_s: float | None = None
     error: str | None = None
+    refused: bool = False
+    """The node refused the call before answering any of it (`refusals.py`); `error` says how."""
 
 
 class UsageObserver:

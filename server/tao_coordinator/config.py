@@ -10,6 +10,7 @@ log_level = "info"          # debug, info, warning or error
 
 [fleet]
 scrape_interval_s = 2.0
+max_capacity_tokens = 1000000000    # a node reporting more is quarantined (a broken exporter, not a big node)
 
 [[nodes]]
 name = "node-a"
@@ -23,10 +24,20 @@ name = "tao"
 
 [core]                      # any field of CoreSettings
 credit_half_life_s = 10
+
+[limits]                    # caps of each API token (`web/caps.py`); without auth, of all clients together
+max_live_sessions = 5000
+registrations_per_s = 100
+registration_burst = 2000
+
+[[tokens]]                  # more API tokens beside server.token (named "default"), each capped on its own
+name = "ci"
+token = "…"
+max_live_sessions = 200     # optional: overrides [limits] for this token
 ```
 
-Invariants: node names are unique; `insecure_no_auth` is refused unless the server listens on loopback; every
-error names the offending field (`ConfigError`).
+Invariants: node names are unique; token names and token values are unique; `insecure_no_auth` is refused unless
+the server listens on loopback; every error names the offending field (`ConfigError`).
 """
 
 from __future__ import annotations
@@ -95,6 +106,9 @@ class FleetConfig(_Section):
     """Consecutive failed scrapes (or /health answers other than 200) that mark a node unhealthy."""
     kv_flush_interval_s: float = Field(default=0.5, gt=0)
     """How often per-session residency from KV events is handed to the planner."""
+    max_capacity_tokens: int = Field(default=1_000_000_000, ge=1)
+    """A node reporting more KV tokens than this (in HBM or in its CPU tier) is quarantined, not believed: no node
+    holds 10^9 tokens (16 TB of KV at 16 KiB a token), so a figure past it is a broken exporter's."""
 
 
 class NodeConfig(_Section):
@@ -135,12 +149,53 @@ class PolicyConfig(_Section):
         return name
 
 
+class LimitsConfig(_Section):
+    """What one API token may make the coordinator hold; without auth, what all clients together may."""
+
+    max_live_sessions: int = Field(default=5000, ge=1, le=10_000_000)
+    """Live sessions one API token may hold; a registration past it is answered 429."""
+    registrations_per_s: float = Field(default=100.0, gt=0, le=1_000_000)
+    """Sustained registrations per second one API token may make (a token bucket); faster ones are answered 429."""
+    registration_burst: int = Field(default=2000, ge=1, le=10_000_000)
+    """Registrations one API token may make at once before `registrations_per_s` paces it."""
+
+
+DEFAULT_TOKEN_NAME = "default"
+"""The name of `server.token` in logs and metrics."""
+
+
+class TokenConfig(_Section):
+    """One more API token: its holder registers sessions under its own caps, named in logs and metrics."""
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
+    token: str = Field(min_length=16, max_length=512)
+    max_live_sessions: int | None = Field(default=None, ge=1, le=10_000_000)
+    """This token's cap on live sessions (default: `limits.max_live_sessions`)."""
+    registrations_per_s: float | None = Field(default=None, gt=0, le=1_000_000)
+    registration_burst: int | None = Field(default=None, ge=1, le=10_000_000)
+
+    @field_validator("token")
+    @classmethod
+    def _printable(cls, token: str) -> str:
+        if not token.isascii() or not token.isprintable() or " " in token:
+            raise ValueError("a token is printable ASCII without spaces (it travels in 'Authorization: Bearer …')")
+        return token
+
+
 class CoordinatorConfig(_Section):
     server: ServerConfig = Field(default_factory=ServerConfig)
     fleet: FleetConfig = Field(default_factory=FleetConfig)
     nodes: list[NodeConfig] = Field(default_factory=list)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     core: CoreSettings = Field(default_factory=CoreSettings)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    tokens: list[TokenConfig] = Field(default_factory=list)
+    """API tokens beside `server.token`, each with its own caps."""
+
+    def api_tokens(self) -> dict[str, str]:
+        """Every API token by its name (`server.token` as `default`)."""
+        named = {token.name: token.token for token in self.tokens}
+        return {DEFAULT_TOKEN_NAME: self.server.token, **named} if self.server.token is not None else named
 
     @model_validator(mode="after")
     def _check(self) -> CoordinatorConfig:
@@ -150,9 +205,22 @@ class CoordinatorConfig(_Section):
             raise ValueError(f"node names must be unique, repeated: {', '.join(duplicates)}")
         if self.server.insecure_no_auth and not is_loopback(self.server.host):
             raise ValueError(f"insecure_no_auth is only allowed on a loopback address, not {self.server.host!r}")
-        if not self.server.insecure_no_auth and self.server.token is None:
+        if not self.server.insecure_no_auth and self.server.token is None and not self.tokens:
             raise ValueError("set server.token (or $TAO_TOKEN), or insecure_no_auth = true on loopback")
+        _check_tokens(self.tokens, self.server.token)
         return self
+
+
+def _check_tokens(tokens: list[TokenConfig], default: str | None) -> None:
+    names = [token.name for token in tokens]
+    if DEFAULT_TOKEN_NAME in names:
+        raise ValueError(f"tokens: the name {DEFAULT_TOKEN_NAME!r} is server.token's; choose another")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"tokens: names must be unique, repeated: {', '.join(repeated)}")
+    values = [token.token for token in tokens] + ([default] if default is not None else [])
+    if len(set(values)) < len(values):
+        raise ValueError("tokens: every API token must differ from the others and from server.token")
 
 
 def is_loopback(host: str) -> bool:
@@ -172,9 +240,14 @@ def load_config(
     data: dict[str, Any] = {}
     if path is not None:
         try:
-            data = tomllib.loads(path.read_text())
+            data = tomllib.loads(path.read_bytes().decode("utf-8"))
         except OSError as error:
             raise ConfigError(f"{path}: {error.strerror or error}") from error
+        except UnicodeDecodeError as error:
+            raise ConfigError(
+                f"{path}: not UTF-8 text (byte 0x{error.object[error.start]:02x} at offset {error.start}): "
+                "save it as UTF-8"
+            ) from None
         except tomllib.TOMLDecodeError as error:
             raise ConfigError(f"{path}: not valid TOML: {error}") from error
     for dotted, value in overrides.items():

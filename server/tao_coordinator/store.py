@@ -14,23 +14,41 @@ write-ahead log is truncated after each prune. A prune is SQL only (no rows or k
 the key index finds the evicted keys, whose rows go, and the keys written since the last prune (ids only grow:
 AUTOINCREMENT) are trimmed to `window`, one index seek each; the first prune of a process trims every key.
 
-The event loop never writes to the database: `record` only enqueues (dropping the row, counted in `dropped`, when
-`max_queued` rows are already waiting), and one writer thread commits in batches of up to `batch` rows, so a burst
-of tool ends costs the loop nothing and a crash loses at most what is queued. `load` runs once at start-up, before
-the service accepts requests. `close` flushes everything queued, then stops the thread.
+The event loop never writes to the database: `record` only enqueues, and one writer thread commits in batches of up
+to `batch` rows, so a burst of tool ends costs the loop little. Nothing is acknowledged that is not stored: `record`
+returns a future that completes once the batch holding the row committed, and fails with `StoreUnavailable` when
+that commit failed; `record` raises it at once while the store is failing, or when `max_queued` rows already wait.
+The store is failing from a failed write (a full disk, a read-only file) until a write succeeds again: while it is
+failing and idle, the writer tries a one-page write every `probe_interval_s`, so it notices the space coming back
+without a request. Each change of that state is one log line. `written` and `not_written` count rows for the
+shutdown line. A row whose request gave up before the writer took it is not written.
+
+Files: the database and its -wal and -shm files are the user's alone (`private_files.py`). `check_store` runs
+before the service starts: a store that is not a sound SQLite database, or that cannot be written, is a `StoreError`
+whose message is one line naming the file, what is wrong and what to do; with `reset_corrupt` a corrupt one is moved
+aside (`tao.sqlite3.corrupt-<time>`) and the service starts with an empty history.
+
+`load` runs once at start-up, before the service accepts requests. `close` writes everything queued, then stops the
+thread.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import math
+import os
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Literal
 
 from .core.forecast import ToolKey, normalise_tool
+from .private_files import create_private, log_tightened, make_directory, tighten
 
 log = logging.getLogger("tao.store")
 
@@ -89,9 +107,124 @@ SELECT c.tool, c.program, c.duration_s FROM tool_calls AS c
 WHERE c.id >= k.first_id ORDER BY c.id
 """
 
+INSERT = "INSERT INTO tool_calls (tool, program, duration_s, recorded_at) VALUES (?, ?, ?, ?)"
+
 Row = tuple[str, str | None, float, float]
 _Prune = Literal["prune"]
 _PRUNE: _Prune = "prune"
+_Queued = tuple[Row, "Future[None]"]
+
+CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+RESET_FLAG = "--reset-corrupt-store"
+
+
+class StoreUnavailable(Exception):
+    """A tool end the store cannot take now. It is not stored, so it is not acknowledged: the answer is a 503 with
+    `retry_after_s`, and the core never sees the event."""
+
+    def __init__(self, reason: str, retry_after_s: float) -> None:
+        super().__init__(f"the tool history store cannot take this tool end ({reason}); send it again later")
+        self.reason = reason
+        self.retry_after_s = retry_after_s
+
+
+class StoreError(Exception):
+    """The store cannot be used at start-up; the message names the file, what is wrong and what to do."""
+
+
+def store_files(path: Path) -> list[Path]:
+    return [path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")]
+
+
+def _prepare(path: Path) -> None:
+    """The directory and the database file exist, and every file of the store is private."""
+    make_directory(path.parent)
+    create_private(path)
+    log_tightened(path.parent, tighten(store_files(path)))
+
+
+def _problem(path: Path) -> tuple[bool, str] | None:
+    """What keeps the store at `path` from being used, if anything: (corrupt?, reason). A store that can be used is
+    left private (`_prepare`); one that cannot is left as it was found."""
+    try:
+        make_directory(path.parent)
+        create_private(path)
+    except OSError as error:
+        return False, error.strerror or str(error)
+    db: sqlite3.Connection | None = None
+    try:
+        db = sqlite3.connect(path, timeout=5)
+        db.execute("PRAGMA journal_mode=WAL")
+        verdict = str(db.execute("PRAGMA quick_check").fetchone()[0])
+        if verdict != "ok":
+            return True, verdict
+        version = int(db.execute("PRAGMA user_version").fetchone()[0])
+        db.execute(f"PRAGMA user_version = {version}")  # a write: a read-only file or a full disk shows here
+    except sqlite3.Error as error:
+        corrupt = error.sqlite_errorcode & 0xFF in CORRUPT_CODES
+        return corrupt, str(error) if corrupt or not _read_only(path.parent) else "its file system is read-only"
+    finally:
+        if db is not None:
+            db.close()
+    try:
+        _prepare(path)
+    except OSError as error:
+        return False, f"its mode cannot be made owner-only: {error.strerror or error}"
+    return None
+
+
+def _read_only(directory: Path) -> bool:
+    try:
+        return bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def check_store(state_dir: Path, reset_corrupt: bool = False) -> None:
+    """Raise `StoreError` unless the store in `state_dir` is a sound database this process can write; with
+    `reset_corrupt`, a corrupt one is first moved aside (logged) and an empty one started."""
+    path = state_dir.expanduser() / STORE_FILE
+    problem = _problem(path)
+    if problem is not None and problem[0] and reset_corrupt:
+        try:
+            aside = _move_aside(path)
+        except OSError as error:
+            raise StoreError(
+                f"{path}: not a sound SQLite database ({problem[1]}), and it could not be moved aside "
+                f"({error.strerror or error}): move it away yourself"
+            ) from None
+        log.warning(
+            "%s was not a sound database (%s): moved aside to %s; starting with an empty tool history",
+            path,
+            problem[1],
+            aside.name,
+        )
+        problem = _problem(path)
+    if problem is None:
+        return
+    corrupt, reason = problem
+    if corrupt:
+        raise StoreError(
+            f"{path}: not a sound SQLite database ({reason}): restore it from a backup, or start with an empty tool "
+            f"history with {RESET_FLAG} (the file is moved aside, not deleted)"
+        )
+    raise StoreError(
+        f"{path}: cannot be written ({reason}): make the file and its directory writable by this user, on a "
+        "file system that is writable and has free space, or choose another --state-dir"
+    )
+
+
+def _move_aside(path: Path) -> Path:
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    n = 1
+    while aside.exists():
+        aside, n = path.with_name(f"{path.name}.corrupt-{stamp}-{n}"), n + 1
+    for file, moved in zip(store_files(path), store_files(aside), strict=True):
+        if file.exists():
+            file.rename(moved)
+    tighten(store_files(aside))  # still the fleet's data: as private as the store it was
+    return aside
 
 
 class HistoryStore:
@@ -104,22 +237,33 @@ class HistoryStore:
         batch: int = 256,
         prune_every: int = 10_000,
         max_queued: int = 100_000,
+        probe_interval_s: float = 1.0,
     ) -> None:
-        if min(window, max_keys, batch, prune_every, max_queued) < 1:
-            raise ValueError("HistoryStore: window, max_keys, batch, prune_every and max_queued must be at least 1")
-        state_dir = state_dir.expanduser()
-        state_dir.mkdir(parents=True, exist_ok=True)
-        self.path = state_dir / STORE_FILE
+        if min(window, max_keys, batch, prune_every, max_queued) < 1 or not probe_interval_s > 0:
+            raise ValueError(
+                "HistoryStore: window, max_keys, batch, prune_every and max_queued must be at least 1, "
+                "probe_interval_s above 0"
+            )
+        self.path = state_dir.expanduser() / STORE_FILE
+        _prepare(self.path)
         self.window = window
         self.max_keys = max_keys
         self.prune_every = prune_every
+        self.probe_interval_s = probe_interval_s
         self._batch = batch
-        self._queue: queue.Queue[Row | _Prune | None] = queue.Queue(max_queued)
-        self.dropped = 0
-        """Rows not recorded because `max_queued` were waiting for the writer."""
+        self._queue: queue.Queue[_Queued | _Prune | None] = queue.Queue(max_queued)
+        self.failing: str | None = None
+        """Why the last write failed, while no write has succeeded since; None while the store takes writes."""
+        self._failing_since = 0.0
+        self.written = 0
+        """Rows committed by this process (writer thread)."""
+        self._failed = 0
+        """Rows whose commit failed (writer thread)."""
+        self._refused = 0
+        """Rows refused before they were queued (the caller's thread)."""
         self.prunes = 0
         """Prunes finished by the writer thread (read it after `close` for an exact figure)."""
-        with self._connect() as db:
+        with contextlib.closing(self._connect()) as db:  # `with db` alone commits, it does not close
             db.executescript(SCHEMA)
             if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tool_durations'").fetchone():
                 db.create_function("normalise_tool", 1, normalise_tool, deterministic=True)
@@ -127,6 +271,16 @@ class HistoryStore:
                 log.info("moved tool_durations into tool_calls in %s", self.path)
         self._thread = threading.Thread(target=self._write_loop, name="tao-store", daemon=True)
         self._thread.start()
+
+    @property
+    def not_written(self) -> int:
+        """Rows this process was asked to store and did not: each was answered as not stored."""
+        return self._refused + self._failed
+
+    @property
+    def retry_after_s(self) -> int:
+        """When a refused writer may try again: by then the store has been probed."""
+        return max(1, math.ceil(self.probe_interval_s))
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=30)
@@ -150,20 +304,26 @@ class HistoryStore:
         finally:
             db.close()
 
-    def record(self, tool: str, program: str | None, duration_s: float, at: float) -> None:
-        try:
-            self._queue.put_nowait((tool, program, duration_s, at))
-        except queue.Full:
-            self.dropped += 1
-            if self.dropped % 10_000 == 1:
-                log.warning("tool-duration writer is behind: %d durations dropped so far", self.dropped)
+    def record(self, tool: str, program: str | None, duration_s: float, at: float) -> Future[None]:
+        """Queue one row; the future completes once it is committed, or fails with `StoreUnavailable`. Raises
+        `StoreUnavailable` at once while the store is failing, or when `max_queued` rows already wait."""
+        reason = self.failing
+        if reason is None:
+            done: Future[None] = Future()
+            try:
+                self._queue.put_nowait(((tool, program, duration_s, at), done))
+                return done
+            except queue.Full:
+                reason = f"{self._queue.maxsize} tool ends already wait to be written"
+        self._refused += 1
+        raise StoreUnavailable(reason, self.retry_after_s)
 
     def prune(self) -> None:
         """Ask the writer thread to delete every row `load` would not return."""
         self._queue.put(_PRUNE)
 
     def rows(self) -> int:
-        with self._connect() as db:
+        with contextlib.closing(self._connect()) as db:
             return int(db.execute("SELECT COUNT(*) FROM tool_calls").fetchone()[0])
 
     def close(self) -> None:
@@ -178,9 +338,13 @@ class HistoryStore:
         try:
             stopping = False
             while not stopping:
-                rows: list[Row] = []
+                rows: list[_Queued] = []
                 prune = False
-                item = self._queue.get()
+                try:
+                    item = self._queue.get(timeout=self.probe_interval_s if self.failing is not None else None)
+                except queue.Empty:
+                    self._probe(db)
+                    continue
                 while True:
                     if item is None:
                         stopping = True
@@ -196,26 +360,85 @@ class HistoryStore:
                     except queue.Empty:
                         break
                 if rows:
-                    self._commit(db, rows)
-                    written += len(rows)
+                    written += self._commit(db, rows)
                 if prune or written >= self.prune_every:
                     written = 0
                     pruned_to = self._prune(db, pruned_to)
+        except BaseException:
+            # a bug, not a fault of the disk: no row may wait for a writer that is gone
+            self.failing = "its writer thread stopped"
+            log.exception("the tool history writer stopped; tool ends are refused from now on")
+            self._fail_queued()
+            raise
         finally:
             db.close()
 
-    def _commit(self, db: sqlite3.Connection, rows: list[Row]) -> None:
+    def _fail_queued(self) -> None:
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(item, tuple) and item[1].set_running_or_notify_cancel():
+                self._failed += 1
+                item[1].set_exception(StoreUnavailable(self.failing or "stopped", self.retry_after_s))
+
+    def _commit(self, db: sqlite3.Connection, rows: list[_Queued]) -> int:
+        """Write the rows whose requests still wait, in one transaction; answer each; how many were written."""
+        live = [(row, done) for row, done in rows if done.set_running_or_notify_cancel()]
+        if not live:
+            return 0
         keyed = []
-        for tool, program, duration_s, at in rows:
+        for (tool, program, duration_s, at), _ in live:
             key = ToolKey.of(tool, program)
             keyed.append((key.tool, key.program, duration_s, at))
         try:
             with db:
-                db.executemany(
-                    "INSERT INTO tool_calls (tool, program, duration_s, recorded_at) VALUES (?, ?, ?, ?)", keyed
-                )
+                db.executemany(INSERT, keyed)
+        except sqlite3.Error as error:
+            self._failed += len(live)
+            reason = self._fails(error)
+            for _, done in live:
+                done.set_exception(StoreUnavailable(reason, self.retry_after_s))
+            return 0
+        self.written += len(live)
+        self._recovered()
+        for _, done in live:
+            done.set_result(None)
+        return len(live)
+
+    def _probe(self, db: sqlite3.Connection) -> None:
+        """While failing: a write of one page (the header's user version, set to itself) says whether writes work."""
+        try:
+            version = int(db.execute("PRAGMA user_version").fetchone()[0])
+            db.execute(f"PRAGMA user_version = {version}")
         except sqlite3.Error:
-            log.exception("could not persist %d tool durations", len(rows))
+            return
+        self._recovered()
+
+    def _fails(self, error: sqlite3.Error) -> str:
+        reason = str(error)
+        if self.failing is None:
+            self._failing_since = time.monotonic()
+            log.error(
+                "tool history store %s cannot be written (%s): tool ends are refused (503) until it can; "
+                "tried again every %g s",
+                self.path,
+                reason,
+                self.probe_interval_s,
+            )
+        self.failing = reason
+        return reason
+
+    def _recovered(self) -> None:
+        if self.failing is not None:
+            self.failing = None
+            log.warning(
+                "tool history store %s can be written again after %.1f s; %d tool ends were not written so far",
+                self.path,
+                time.monotonic() - self._failing_since,
+                self.not_written,
+            )
 
     def _prune(self, db: sqlite3.Connection, pruned_to: int) -> int:
         """Delete the rows of evicted keys and trim the keys written after id `pruned_to`; the id pruned to now."""
@@ -227,8 +450,9 @@ class HistoryStore:
                 db.execute(CUTOFFS, {"offset": self.window - 1, "since": pruned_to})
                 db.execute(TRIM)
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        except sqlite3.Error:
-            log.exception("could not prune the tool durations")
+        except sqlite3.Error as error:
+            self._fails(error)  # pruned later: nothing acknowledged depends on it
             return pruned_to
+        self._recovered()
         self.prunes += 1
         return int(newest)

@@ -63,8 +63,9 @@ def test_garbage_is_named():
         parse_metrics("vllm:num_requests_running{engine= 1\n")
 
 
-def test_a_size_of_zero_is_unknown_and_a_bad_block_size_is_named():
-    assert parse_metrics(EXPOSITION.replace('num_gpu_blocks="17726"', 'num_gpu_blocks="0"')).capacity_tokens is None
+def test_a_size_of_zero_is_reported_as_zero_and_a_bad_block_size_is_named():
+    """Zero is what the node says (the poller quarantines it, `capacity_guard.py`), not "unknown"."""
+    assert parse_metrics(EXPOSITION.replace('num_gpu_blocks="17726"', 'num_gpu_blocks="0"')).capacity_tokens == 0
     with pytest.raises(MetricsFormatError, match="block_size"):
         parse_metrics(EXPOSITION.replace('block_size="16"', 'block_size="0"'))
 
@@ -109,4 +110,4 @@ def test_offload_counters_and_cpu_capacity_are_summed_over_ranks():
     assert metrics.cpu_capacity_tokens == 2 * 100 * 2 * 16  # chunks × blocks per chunk × block size, per rank
     assert (metrics.prompt_loaded, metrics.prompt_computed, metrics.offload_load_seconds) == (128, 20, 1.0)
     assert metrics.kv_fetch_waiting == 2
-    assert parse_metrics(EXPOSITION).cpu_capacity_tokens == 0
+    assert parse_metrics(EXPOSITION).cpu_capacity_tokens is None  # no series yet: not known, not "no tier"

@@ -74,8 +74,10 @@ async def running_coordinator(
     core: dict[str, Any] | None = None,
     server: dict[str, Any] | None = None,
     nodes: list[dict[str, Any]] | None = None,
+    **sections: Any,
 ) -> AsyncIterator[Running]:
-    """`nodes`: the node entries as given, instead of one per fake server."""
+    """`nodes`: the node entries as given, instead of one per fake server; `sections`: more sections of the
+    configuration (`limits`, `tokens`)."""
     given, nodes = nodes, []
     for k, node in enumerate(fleet.nodes if given is None else []):
         entry: dict[str, Any] = {"name": f"node-{k}", "url": node.url}
@@ -92,6 +94,7 @@ async def running_coordinator(
             "fleet": {"scrape_interval_s": 0.1, "scrape_timeout_s": 0.5, "kv_flush_interval_s": 0.05},
             "nodes": nodes,
             "core": {"lease_ttl_s": 600, **(core or {})},
+            **sections,
         }
     )
     app = create_app(config)

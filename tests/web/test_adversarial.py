@@ -23,8 +23,14 @@ from typing import Any, get_args, get_origin
 import pytest
 from pydantic import BaseModel
 
+from tao_coordinator.bench.session_memory import TOOL_NAMES, WIDE, largest_context
 from tao_coordinator.web import serve
-from tao_coordinator.web.limits import CONNECTION_BYTES_BOUND, MAX_RUNNING_TOOLS, SESSION_BYTES_BOUND
+from tao_coordinator.web.limits import (
+    CONNECTION_BYTES_BOUND,
+    MAX_RUNNING_TOOLS,
+    SESSION_BYTES_BOUND,
+)
+from tao_coordinator.web.timeline import ENTRIES
 from tao_sdk import protocol
 from tao_sdk.ids import SESSION_ID_PATTERN
 
@@ -329,41 +335,36 @@ async def test_session_ids_at_every_length_and_character_class(tmp_path, fleet):
 # -- memory bounds -----------------------------------------------------------------------------------------------
 
 
-def _largest_context() -> dict[str, Any]:
-    wide = "\U0001f600"  # 4 bytes a character in a Python string
-    return {
-        "harness": wide * 100,
-        "workflow_id": wide * 200,
-        "parent_session_id": wide * 200,
-        "model": wide * 200,
-        "client_session_id": wide * 200,
-        "labels": {f"{k:02d}" + wide * 62: wide * 256 for k in range(50)},
-        "expected_next_tools": [f"{k:02d}" + wide * 198 for k in range(50)],
-    }
+def _event(session: str, token: str, kind: str, call_id: str, tool: str | None = None) -> dict[str, Any]:
+    part = {"call_id": call_id, "tool": tool} if kind == "tool_start" else {"call_id": call_id, "duration_s": 0.1}
+    return {"kind": kind, "session_id": session, "session_token": token, kind: part}
 
 
 async def test_what_a_session_can_make_the_coordinator_hold_is_bounded(tmp_path, fleet):
-    wide = "\U0001f600"
+    """Its context at its budget; a full timeline (model calls with the longest error, tools with ids past what a
+    timeline keeps); a learned level of its own for each of 64 tools; 64 tools running whose ids and names fill
+    their budget: every string in 4-byte characters."""
 
     async def fill(sessions: int) -> None:
         for _ in range(sessions):
-            session, token = await c.register(context=_largest_context())
-            starts = [
-                {
-                    "kind": "tool_start",
-                    "session_id": session,
-                    "session_token": token,
-                    "tool_start": {
-                        "call_id": f"{k:03d}" + wide * 197,
-                        "tool": f"{k:03d}" + wide * 197,
-                        "program": "p" * 64,
-                        "hints": {"timeout_s": 60, "sleep_s": 1, "deadline": 1e10},
-                    },
-                }
-                for k in range(MAX_RUNNING_TOOLS + 5)
-            ]
-            _, answer = await c.call("POST", "/v1/events", {"events": starts})
-            assert [r["status"] for r in answer["results"]] == [204] * MAX_RUNNING_TOOLS + [409] * 5
+            session, token = await c.register(context=largest_context())
+            for _ in range((ENTRIES - 2 * MAX_RUNNING_TOOLS) // 3):  # each call: in_llm, its end, admitted
+                status, grant = await c.call("POST", f"/v1/sessions/{session}/acquire", {"wait_s": 5}, token)
+                assert status == 200, grant
+                end = {"node": grant["node"], "lease_id": grant["lease_id"], "error": WIDE * 2_000}
+                assert (await c.call("POST", f"/v1/sessions/{session}/llm_end", end, token))[0] == 204
+            for call_ids in (
+                [f"L{k:02d}" + WIDE * 15 for k in range(MAX_RUNNING_TOOLS)],
+                [f"{k:02d}" + WIDE * 17 for k in range(MAX_RUNNING_TOOLS)],  # 64 × (70 + 58) bytes: the budget
+            ):
+                starts = [_event(session, token, "tool_start", i, TOOL_NAMES[k]) for k, i in enumerate(call_ids)]
+                starts.append(_event(session, token, "tool_start", "one-more", "x"))
+                _, answer = await c.call("POST", "/v1/events", {"events": starts})
+                assert [r["status"] for r in answer["results"]] == [204] * MAX_RUNNING_TOOLS + [409]
+                if call_ids[0].startswith("L"):  # ended: each leaves a level of the session's own
+                    ends = [_event(session, token, "tool_end", i) for i in call_ids]
+                    _, answer = await c.call("POST", "/v1/events", {"events": ends})
+                    assert all(r["ok"] for r in answer["results"]), answer["results"]
         await c.settled()
 
     async with running_coordinator(tmp_path, fleet, server=SERVER) as c:
@@ -371,14 +372,15 @@ async def test_what_a_session_can_make_the_coordinator_hold_is_bounded(tmp_path,
         try:
             await fill(2)  # every code path and cache warmed: what follows is the cost of more sessions
             before = tracemalloc.take_snapshot()
-            await fill(6)
+            await fill(4)
             after = tracemalloc.take_snapshot()
         finally:
             tracemalloc.stop()
-        per_session = sum(stat.size_diff for stat in after.compare_to(before, "filename")) / 6
+        per_session = sum(stat.size_diff for stat in after.compare_to(before, "filename")) / 4
         print(f"\nper session, at every limit: {per_session / 1024:.0f} KiB (bound {SESSION_BYTES_BOUND / 1024:.0f})")
         assert per_session <= SESSION_BYTES_BOUND
         assert all(len(s.tools) == MAX_RUNNING_TOOLS for s in c.service.coordinator.state.sessions.values())
+        assert all(len(t.entries) == ENTRIES for t in c.service.timelines.live.values())
 
 
 async def test_distinct_tool_names_and_gone_sessions_leave_bounded_state(tmp_path, fleet):

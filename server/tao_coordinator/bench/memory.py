@@ -15,6 +15,9 @@ is what the traffic itself may keep resident once (see its docstring).
 
 Then it stops the coordinator (SIGTERM: the store flushes), starts another on the same state directory and reads
 how many levels it loaded (its start-up log line) and how many rows the database keeps after the start-up prune.
+
+`--sessions N` measures instead the resident memory one live session costs, for usual sessions and for one at
+every limit a client can reach (`session_memory.py`).
 """
 
 from __future__ import annotations
@@ -97,6 +100,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=int, default=500, help="start/end pairs per /v1/events request (500)")
     parser.add_argument("--warmup", type=int, default=2_000, help="calls of one tool before the first sample (2000)")
     parser.add_argument("--samples", type=int, default=50, help="memory samples during the run (50)")
+    parser.add_argument(
+        "--sessions",
+        type=int,
+        default=0,
+        metavar="N",
+        help="measure the memory per live session instead: N registered, N/5 active and N/5 at every limit",
+    )
     parser.add_argument("--json", type=Path, help="write the figures as JSON to this file")
 
 
@@ -259,6 +269,13 @@ def _mib(n: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.sessions:
+        if args.sessions < 5 or not Path("/proc/self/status").exists():
+            print("tao bench memory: --sessions ≥ 5, and it reads VmRSS from /proc (Linux only)", file=sys.stderr)
+            return 2
+        from . import session_memory  # its kinds of sessions are needed only here
+
+        return session_memory.run(args.sessions, args.json)
     if args.tools < 1 or args.max_levels < 2 or not 1 <= args.batch <= 500 or args.warmup < 0:
         print("tao bench memory: --tools ≥ 1, --max-levels ≥ 2, 1 ≤ --batch ≤ 500, --warmup ≥ 0", file=sys.stderr)
         return 2

@@ -46,4 +46,28 @@ class StartPlan:
     job: PlanJob
 
 
-Action = Admit | Interrupt | Route | Expired | StartPlan
+@dataclass(frozen=True, slots=True)
+class NodeDemoted:
+    """The node refused too many calls in a row: nothing is placed or routed there until a probe finds it serving."""
+
+    node: NodeId
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeNode:
+    """Send the demoted node a minimal model call and report `NodeProbed` (`fleet/probe.py`)."""
+
+    node: NodeId
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRestored:
+    """A probe found the demoted node serving again: it is used again (if its scrapes say it is healthy)."""
+
+    node: NodeId
+    demoted_s: float
+    """How long it was demoted."""
+
+
+Action = Admit | Interrupt | Route | Expired | StartPlan | NodeDemoted | ProbeNode | NodeRestored

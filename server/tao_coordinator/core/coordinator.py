@@ -21,6 +21,14 @@ Tool starts are forecast by the policy's readiness rule (`forecast/forecaster.py
 every policy, into the one `ToolHistory`. The horizon of the `forecast` rule follows the waits of acquires
 (`forecast/horizon.py`): the wait of each session served from the waiting pool, when a plan routes it.
 
+Refused calls (`core/demotion.py`): an `LlmEnd` with `refused` ends the call, drops the session's credit on the
+node that refused it, and counts towards the node's demotion; at `node_demote_after` in a row the node is demoted
+(`NodeDemoted`: unhealthy for every decision, its holders re-planned) and a `ProbeNode` is asked of the driver every
+`node_probe_interval_s` until a `NodeProbed` finds it serving (`NodeRestored`). The client then retries the call once
+with `Acquire.avoid_nodes`: the session's place there moves with the call, which is placed at once on another usable
+node — the policy's choice, else the one with the most room, over its capacity if need be (the session was admitted
+already; the next plan settles its place) — and never waits for a plan.
+
 Baseline policies may ask for more (see `policies/base.py`): per-session wake-up times of their own (Continuum's pin
 expiry), and a periodic plan even when nobody waits (ThunderAgent's scheduler tick, which pauses holders). Neither
 applies to TAO. Events that only feed routers (`KvCacheEvent`, `LlmFirstToken`, and a `NodeUpdate` that changes
@@ -34,7 +42,8 @@ from dataclasses import replace
 from typing import Any
 
 from . import state_machine
-from .actions import Action, Expired, Route, StartPlan
+from .actions import Action, Expired, NodeDemoted, NodeRestored, ProbeNode, Route, StartPlan
+from .demotion import Demotions
 from .errors import DuplicateSession, IllegalTransition
 from .events import (
     Acquire,
@@ -45,6 +54,7 @@ from .events import (
     KvCacheEvent,
     LlmEnd,
     LlmFirstToken,
+    NodeProbed,
     NodeRemoved,
     NodeUpdate,
     Register,
@@ -108,6 +118,7 @@ class Coordinator:
         self.planner = Planner()
         self.half_lives = HalfLifeFit()
         self.rates = NodeRateFit()
+        self.demotions = Demotions(self.settings)
         self.inline_planning = inline_planning
         self._nodes_changed = False
         self._plan_interval = plan_interval(policy)
@@ -122,6 +133,7 @@ class Coordinator:
             actions = self._handle(event, now)
             self.policy.observe(event, now)
         self._keep_periodic(now)
+        actions += [ProbeNode(node) for node in self.demotions.due(now) if node in self.state.nodes]
         actions += self._maybe_plan(now)
         if self._adaptive_horizon:
             self._served(actions, now)
@@ -150,9 +162,10 @@ class Coordinator:
             case Acquire():
                 return self._acquire(event, now)
             case LlmEnd():
-                self._llm_end(event, now)
-                if self.state.usable_node(self.state.sessions[event.session_id].node) is not None:
-                    return []
+                actions = self._llm_end(event, now)
+                if actions or self.state.usable_node(self.state.sessions[event.session_id].node) is None:
+                    self.planner.mark_dirty()
+                return actions
             case ToolStart():
                 self._tool_start(event, now)
             case ToolEnd():
@@ -170,6 +183,7 @@ class Coordinator:
             case NodeRemoved():
                 self.state.node(event.node_id)
                 self.state.drop_node(event.node_id)
+                self.demotions.forget(event.node_id)
                 self.half_lives.forget(event.node_id)
                 self.rates.forget(event.node_id)
                 self._nodes_changed = True
@@ -181,6 +195,8 @@ class Coordinator:
             case KvCacheEvent() | LlmFirstToken():
                 self._check_feed(event)
                 return []
+            case NodeProbed():
+                return self._node_probed(event, now)
             case Tick():
                 return self._tick(now)
         self.planner.mark_dirty()
@@ -217,7 +233,8 @@ class Coordinator:
 
     def _acquire(self, event: Acquire, now: float) -> list[Action]:
         asked = self.state.session(event.session_id)
-        healthy = {node_id: node for node_id, node in self.state.nodes.items() if node.healthy}
+        avoid = set(event.avoid_nodes)
+        healthy = {node_id: node for node_id, node in self.state.nodes.items() if node.healthy and node_id not in avoid}
         # the router decides on the call being asked for, not on the previous one
         expected = asked.expected_input_tokens if event.expected_input_tokens is None else event.expected_input_tokens
         session = replace(
@@ -226,14 +243,21 @@ class Coordinator:
             prompt_block_runs=event.prompt_block_runs,
             **_agent_step(asked, event),
         )
+        if avoid and (why := self.cannot_avoid(session, avoid)) is not None:
+            raise IllegalTransition(session.id, session.phase.name, "acquire", why)
         if session.phase is Phase.IN_LLM:
             route_to = session.node
         elif session.phase in (Phase.IN_TOOL, Phase.CLOSED):
             route_to = None
         else:
+            if session.node in avoid:
+                session = state_machine.interrupt(session, now)  # its place moves with the call
             route_to = self.policy.route(session, healthy, now)
             if route_to is None and admits_on_room(self.policy):
                 route_to = policy_admit(self.policy, session, healthy, self._room(healthy), self.settings, now)
+            if route_to is None and avoid:
+                room = self._room(healthy)
+                route_to = min(healthy, key=lambda node_id: (-room[node_id], node_id))
         updated = state_machine.acquire(session, now, route_to, None)  # `session` has the tokens asked for
         was_waiting = session.id in self.state.pool
         self.state.put(replace(updated, lease_expires_at=self._lease(now)))
@@ -245,17 +269,32 @@ class Coordinator:
             self.planner.mark_dirty()
         return []
 
+    def cannot_avoid(self, session: Session, avoid: set[NodeId]) -> str | None:
+        """Why a call of `session` cannot be placed at once away from `avoid` (None: it can). Names of nodes the
+        fleet no longer has are avoided by construction."""
+        if session.phase is Phase.IN_LLM and session.node in avoid:
+            return f"another call of the session runs on {session.node}; overlapping calls share one node"
+        if not any(node.healthy and node_id not in avoid for node_id, node in self.state.nodes.items()):
+            return f"no usable node other than {', '.join(sorted(avoid))}"
+        return None
+
     def _room(self, nodes: dict[NodeId, Node]) -> dict[NodeId, int]:
         """Cells each node's planner may still fill next to what its holders hold now (what the applier checks)."""
         used = self.state.used_cells(self.settings)
         return {node_id: capacity_cells(node, self.settings) - used.get(node_id, 0) for node_id, node in nodes.items()}
 
-    def _llm_end(self, event: LlmEnd, now: float) -> None:
+    def _llm_end(self, event: LlmEnd, now: float) -> list[Action]:
+        """A call's end. A refused call never ran: the session's credit on the node that refused it goes (a node that
+        refuses calls is no place to count on a cache; its place there moves with the retry, `_acquire`), and the
+        refusal counts towards the node's demotion."""
         session = self.state.session(event.session_id)
         if session.phase is not Phase.IN_LLM:
             raise IllegalTransition(session.id, session.phase.name, "llm_end", "no call is running")
+        if event.refused:
+            return self._refused(session, event, now)
         changes: dict[str, object] = {"last_node": event.node_id, "lease_expires_at": self._lease(now)}
         if event.error is None:
+            self.demotions.served(event.node_id)
             completion = event.completion_tokens or 0
             if event.prompt_tokens is not None:
                 context = event.prompt_tokens + completion
@@ -273,6 +312,35 @@ class Coordinator:
                 evidence=with_evidence(session.evidence, evidence, self.settings),
             )
         self.state.put(state_machine.llm_end(session, now, **changes))
+        return []
+
+    def _refused(self, session: Session, event: LlmEnd, now: float) -> list[Action]:
+        if event.node_id != session.node:
+            detail = f"the call runs on {session.node}, not on {event.node_id}, the node said to refuse it"
+            raise IllegalTransition(session.id, session.phase.name, "llm_end", detail)
+        self.state.node(event.node_id)
+        evidence = tuple(e for e in session.evidence if e.node != event.node_id)
+        self.state.put(state_machine.llm_end(session, now, evidence=evidence, lease_expires_at=self._lease(now)))
+        reason = self.demotions.refused(event.node_id, event.error or "refused", now)
+        if reason is None:
+            return []
+        self._set_health(event.node_id, healthy=False)
+        return [NodeDemoted(event.node_id, reason)]
+
+    def _node_probed(self, event: NodeProbed, now: float) -> list[Action]:
+        self.state.node(event.node_id)
+        demoted_s = self.demotions.probed(event.node_id, event.serves, now)
+        if demoted_s is None:
+            return []
+        self._set_health(event.node_id, healthy=self.demotions.healthy_after_restore(event.node_id))
+        self.planner.mark_dirty()
+        return [NodeRestored(event.node_id, demoted_s)]
+
+    def _set_health(self, node_id: NodeId, healthy: bool) -> None:
+        node = self.state.nodes[node_id]
+        if node.healthy != healthy:
+            self.state.put_node(replace(node, healthy=healthy, version=node.version + 1))
+            self._nodes_changed = True
 
     def _cache_outcome(self, session: Session, event: LlmEnd, now: float) -> None:
         """What the node kept of the session's previous context on it. A session that held its place there since
@@ -358,7 +426,7 @@ class Coordinator:
             event.node_id,
             event.capacity_tokens,
             event.block_size,
-            event.healthy,
+            self.demotions.scraped(event.node_id, event.healthy),
             event.prefix_hit_rate,
             version=0 if previous is None else previous.version + 1,
             running=event.running,
@@ -483,10 +551,8 @@ class Coordinator:
     def next_wakeup(self) -> float | None:
         """When to send the next `Tick()`: the earliest time at which time alone changes something. It may already
         have passed (the driver then ticks at once)."""
-        wake = self.state.next_wakeup()
-        if self._next_periodic is not None and (wake is None or self._next_periodic < wake):
-            return self._next_periodic
-        return wake
+        wakes = [self.state.next_wakeup(), self._next_periodic, self.demotions.next_probe()]
+        return min((wake for wake in wakes if wake is not None), default=None)
 
 
 def _without_load(node: Node) -> Node:

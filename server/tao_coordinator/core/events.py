@@ -69,6 +69,9 @@ class Acquire:
     """The agent's step this call belongs to; None leaves the session's step as it was."""
     expected_next_tools: tuple[str, ...] | None = None
     """Tools the agent expects next; None leaves the session's as they were, `()` clears them."""
+    avoid_nodes: tuple[NodeId, ...] = ()
+    """Nodes this call must not go to: the ones that just refused it (a client retries a refused call once,
+    elsewhere). With any, the call is placed at once on another usable node (see `Coordinator`)."""
 
     def __post_init__(self) -> None:
         _require_id("session_id", self.session_id)
@@ -77,6 +80,7 @@ class Acquire:
         if self.step_id is not None:
             _require_id("step_id", self.step_id)
         _require_names("expected_next_tools", self.expected_next_tools)
+        _require_names("avoid_nodes", self.avoid_nodes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +95,15 @@ class LlmEnd:
     ttft_s: float | None = None
     duration_s: float | None = None
     error: str | None = None
+    refused: bool = False
+    """The node refused the call before answering any of it (connection refused or reset, HTTP 503 or 429): the
+    call never ran there. Counts towards the node's demotion; `error` says how it refused."""
 
     def __post_init__(self) -> None:
         _require_id("session_id", self.session_id)
         _require_id("node_id", self.node_id)
+        if self.refused and not self.error:
+            raise InvalidEvent("error", "a refused call must say how it was refused")
         for name in ("prompt_tokens", "cached_tokens", "completion_tokens"):
             _require_count(name, getattr(self, name))
         _require_seconds("ttft_s", self.ttft_s)
@@ -301,6 +310,18 @@ class LlmFirstToken:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeProbed:
+    """A demoted node was probed with a minimal model call (`ProbeNode`): it `serves` (answered it), or not, and why."""
+
+    node_id: NodeId
+    serves: bool
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        _require_id("node_id", self.node_id)
+
+
+@dataclass(frozen=True, slots=True)
 class Tick:
     """Time passed: expire leases, re-estimate expired tool predictions, let readiness flip."""
 
@@ -318,5 +339,6 @@ Event = (
     | CacheResidency
     | KvCacheEvent
     | LlmFirstToken
+    | NodeProbed
     | Tick
 )

@@ -90,3 +90,12 @@ class CoreSettings(BaseModel):
 
     max_evidence_nodes: int = Field(default=4, ge=1)
     """Cache evidence is kept for at most this many nodes per session (the most recent)."""
+
+    node_demote_after: int = Field(default=3, ge=1)
+    """Consecutive calls a node refused, as its clients report them (connection refused or reset before any answer,
+    HTTP 503 or 429), after which the node is demoted: nothing is placed or routed there until a probe shows it
+    serves again (`core/demotion.py`). A call it served in between starts the count again."""
+
+    node_probe_interval_s: float = Field(default=2.0, gt=0)
+    """How often a demoted node is probed with a minimal model call (`fleet/probe.py`), the first probe this long
+    after the demotion. A probe costs the node one prompt of a few tokens and one output token."""

@@ -83,6 +83,8 @@ class NodeKvIndex:
             "CPU": _TierIndex("CPU", self.changed),
         }
         self.block_size = 16
+        self.resets = 0
+        """Engine restarts seen in the node's events (`reset`)."""
 
     def apply(self, event: KvEvent, rank: int = 0) -> None:
         if isinstance(event, Stored):
@@ -111,6 +113,12 @@ class NodeKvIndex:
     def clear(self, rank: int, tier: Tier = "GPU") -> None:
         """Forget the blocks of one data-parallel rank in one tier."""
         self._tiers[tier].clear(rank)
+
+    def reset(self, rank: int) -> None:
+        """Forget everything of one rank, every tier: its engine restarted (a new process holds no cache)."""
+        for tier in self._tiers.values():
+            tier.clear(rank)
+        self.resets += 1
 
     def tokens_of(self, session_id: str, tier: Tier = "GPU") -> int:
         return self._tiers[tier].per_session[session_id] * self.block_size

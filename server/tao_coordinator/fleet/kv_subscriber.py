@@ -4,6 +4,13 @@ Sequence numbers are checked: on a gap the subscriber asks the node's replay soc
 missing batches; without one, or when the replay cannot fill the gap, the index is cleared and rebuilt from the
 events that follow — evidence is then missing for a while, never wrong.
 
+A publisher numbers its batches from 0 at every process start (vLLM reference, "KV event sequence"), and its live
+messages arrive in increasing order. So a live number at or below the last live one means the node's engine
+restarted: its cache is gone, so the rank's index is dropped (both tiers), one line is logged, and the new
+process's batches are applied from its first — replayed from 0 when a replay socket is configured and the first
+live one seen is not 0. Numbers at or below the last applied one but above the last live one are batches a replay
+already applied, and are skipped.
+
 A node running several data-parallel ranks has one publisher per rank, rank r on the configured port + r (vLLM's
 `ZmqEventPublisher.offset_endpoint_port`, for the live and the replay socket alike), each with its own sequence
 numbers: one subscriber per rank, all feeding the node's index under their rank.
@@ -51,6 +58,9 @@ class KvEventSubscriber:
         self.replay_endpoint = rank_endpoint(replay_endpoint, rank) if replay_endpoint is not None else None
         self.index, self.context = index, context
         self.last_seq: int | None = None
+        """The last batch applied (live or replayed)."""
+        self.last_live: int | None = None
+        """The last batch received on the live socket."""
         self.batches = 0
 
     async def run(self) -> None:
@@ -71,11 +81,33 @@ class KvEventSubscriber:
         except KvWireError as error:
             log.warning("node %s rank %d: dropping a malformed KV-event message: %s", self.node, self.rank, error)
             return
-        if self.last_seq is not None and seq > self.last_seq + 1:
+        restarted = self.last_live is not None and seq <= self.last_live
+        self.last_live = seq
+        if restarted:
+            await self._restart(seq)
+        elif self.last_seq is not None and seq > self.last_seq + 1:
             await self._recover(self.last_seq + 1, seq)
         if self.last_seq is not None and seq <= self.last_seq:
             return
         self._apply(seq, payload)
+
+    async def _restart(self, seq: int) -> None:
+        """The node's publisher started again at 0: drop the rank's index, and replay the new process's first
+        batches if this one is not its first."""
+        self.index.reset(self.rank)
+        self.last_seq = -1
+        replayed = seq > 0 and self.replay_endpoint is not None and await self._replay(0, seq)
+        if seq > 0 and not replayed:  # what a partial replay applied may miss a removal: start from nothing
+            self._forget_rank()
+            self.last_seq = seq - 1
+        log.warning(
+            "node %s rank %d: KV-event numbers went back to %d: the engine restarted; its index is rebuilt from its "
+            "new events%s",
+            self.node,
+            self.rank,
+            seq,
+            "" if seq == 0 else " (replayed from 0)" if replayed else f" (batches 0..{seq - 1} lost)",
+        )
 
     def _apply(self, seq: int, payload: bytes) -> None:
         try:
@@ -98,8 +130,13 @@ class KvEventSubscriber:
             first_missing,
             next_live - 1,
         )
-        self.index.clear(self.rank)
+        self._forget_rank()
         self.last_seq = next_live - 1
+
+    def _forget_rank(self) -> None:
+        """Lost events may be either tier's: both are rebuilt."""
+        self.index.clear(self.rank, "GPU")
+        self.index.clear(self.rank, "CPU")
 
     async def _replay(self, first_missing: int, next_live: int) -> bool:
         assert self.replay_endpoint is not None

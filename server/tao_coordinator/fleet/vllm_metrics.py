@@ -5,8 +5,15 @@ are summed over the `engine` label (data-parallel ranks); `kv_cache_usage_perc` 
 node can hold, `(num_gpu_blocks − 1) × block_size` (block 0 is the null block, §1.3–1.4), the same figure the
 simulator's node model uses. vLLM ≥ 0.24 also reports `kv_cache_size_tokens`: for a plain attention model it is
 `num_gpu_blocks × block_size`, the null block included, so that value is read as one block less; any other value
-(a hybrid model, whose groups share blocks) is taken as given. A size of 0 or less counts as unknown. Figures a scrape
-cannot make sense of raise `MetricsFormatError` (the node then counts as failing).
+(a hybrid model, whose groups share blocks) is taken as given. Figures a scrape cannot make sense of raise
+`MetricsFormatError` (the node then counts as failing), with a `kind` naming the class of fault for counting.
+
+Every figure read is checked before it is believed: finite, never negative, a count below 2^53 (past it a float no
+longer holds every whole number, so no real count gets there), `kv_cache_usage_perc` within [0, 1]. A figure that
+fails names its series and value (`kind` "bad_figure"). A text with no `vllm:` series at all — empty, or some other
+exporter's — is not a vLLM node's (`kind` "empty"). Only the figures read are checked: a NaN in a histogram the
+coordinator ignores does not fail the node. Capacity is reported as read, zero or negative included: what to believe
+is the poller's decision (`capacity_guard.py`).
 
 Data-parallel ranks (checked against vLLM 0.33, `vllm/v1/engine/core_client.py` `_apply_ready_response` and
 `vllm/v1/metrics/loggers.py`): the API server keeps one `CacheConfig` for all its engines, with `num_gpu_blocks`
@@ -23,23 +30,42 @@ size) and the requests in `num_requests_kv_fetch_by_stage` `waiting_to_start` or
 capacity is read from `kv_offload_config_info` (one series per rank, each its own pool) as
 cpu_num_chunks × cpu_blocks_per_chunk × block_size: its `cpu_kv_cache_size_tokens` label is not the pool's size but
 what it holds in requests of max_model_len tokens (chunks × max_model_len // chunks per such request, less than the
-pool when max_model_len is not a multiple of the chunk), and may be "None".
+pool when max_model_len is not a multiple of the chunk), and may be "None". vLLM 0.33 registers that series only after
+the engine's first scheduler step, so its absence means "not known yet", never "no tier": the CPU capacity is then
+None. A DP node whose ranks have not all stepped yet reports some ranks' series: the ranks being alike, the mean of
+those is taken for every rank.
+
+Also read from 0.33 (0.32+): `admission_rejections_total` (the API server's 503s for its queue limits, labelled by
+`reason` and not by engine: summed) and `prompt_tokens_cached_by_source_total{source="host"}` (prompt tokens served
+from the CPU tier). `process_start_time_seconds` (present with one API server) tells one process from the next.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
+COUNT_LIMIT = 2.0**53
+"""Above this a float stops holding every whole number: no count a node reports comes near it."""
+
 
 class MetricsFormatError(ValueError):
-    """The exposition is not parseable, or lacks the capacity information."""
+    """The exposition is not parseable, lacks what a vLLM node shows, or holds a figure that cannot be true.
+
+    `kind`: "malformed" (unparseable text or labels), "bad_figure" (NaN, ±Inf, negative or out of range) or "empty"
+    (no vLLM series)."""
+
+    def __init__(self, message: str, kind: str = "malformed") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass(frozen=True, slots=True)
 class NodeMetrics:
     capacity_tokens: int | None
+    """As reported (0 or less when the node says so); None: no `cache_config_info`, or a size of "None"."""
     block_size: int
     running: int
     waiting: int
@@ -58,11 +84,39 @@ class NodeMetrics:
     offload_load_seconds: float = 0.0
     """`kv_offload_load_time_total`, summed over the TP workers as vLLM reports it."""
     kv_fetch_waiting: int = 0
-    cpu_capacity_tokens: int = 0
-    """0: no CPU tier (no `kv_offload_config_info`)."""
+    cpu_capacity_tokens: int | None = 0
+    """None: not known (no `kv_offload_config_info` yet: vLLM shows it from the first engine step); 0: no tier."""
+    admission_rejections: float = 0.0
+    """`admission_rejections_total`, every reason."""
+    host_cached_tokens: float = 0.0
+    """`prompt_tokens_cached_by_source_total{source="host"}`: prompt tokens the CPU tier served."""
+    ranks: int = 1
+    process_start: float | None = None
+    """`process_start_time_seconds`: changes when the node's process is a new one; None when not exposed."""
 
 
 _KV_FETCH_WAITING = ("waiting_to_start", "in_progress")
+_SECONDS = (
+    "vllm:request_prefill_time_seconds_sum",
+    "vllm:inter_token_latency_seconds_sum",
+    "vllm:kv_offload_load_time_total",
+    "process_start_time_seconds",
+)
+_COUNTS = (
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:prefix_cache_queries_total",
+    "vllm:prefix_cache_hits_total",
+    "vllm:num_preemptions_total",
+    "vllm:prompt_tokens_by_source_total",
+    "vllm:prompt_tokens_cached_by_source_total",
+    "vllm:inter_token_latency_seconds_count",
+    "vllm:generation_tokens_total",
+    "vllm:num_requests_kv_fetch_by_stage",
+    "vllm:admission_rejections_total",
+)
+_LIMITS = {"vllm:kv_cache_usage_perc": 1.0} | dict.fromkeys(_SECONDS, math.inf) | dict.fromkeys(_COUNTS, COUNT_LIMIT)
+"""Every series read, with the largest value one of its samples may hold: each sample is checked, not only sums."""
 
 
 def parse_metrics(text: str) -> NodeMetrics:
@@ -72,9 +126,12 @@ def parse_metrics(text: str) -> NodeMetrics:
     config_engines: set[str] = set()
     running_engines: set[str] = set()
     offload_configs: dict[str, dict[str, str]] = {}
+    usages: list[float] = []
+    vllm_series = False
     try:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
+                vllm_series = vllm_series or sample.name.startswith("vllm:")
                 if sample.name == "vllm:cache_config_info":
                     cache_config = sample.labels
                     config_engines.add(sample.labels.get("engine", ""))
@@ -82,6 +139,10 @@ def parse_metrics(text: str) -> NodeMetrics:
                 if sample.name == "vllm:kv_offload_config_info":
                     offload_configs[sample.labels.get("engine", "")] = sample.labels
                     continue
+                if (limit := _LIMITS.get(sample.name)) is not None:
+                    _checked(sample.name, sample.value, limit)
+                if sample.name == "vllm:kv_cache_usage_perc":
+                    usages.append(sample.value)
                 label = sample.labels.get("source") or sample.labels.get("stage")
                 if label is not None:
                     key = f"{sample.name}:{label}"
@@ -91,44 +152,77 @@ def parse_metrics(text: str) -> NodeMetrics:
                     running_engines.add(sample.labels.get("engine", ""))
                 samples[sample.name] = samples.get(sample.name, 0.0) + sample.value
                 counts[sample.name] = counts.get(sample.name, 0) + 1
-    except ValueError as error:
+    except MetricsFormatError:
+        raise
+    except (ValueError, IndexError) as error:
         raise MetricsFormatError(f"unparseable /metrics: {error}") from error
+    if not vllm_series:
+        raise MetricsFormatError("empty /metrics" if not text.strip() else "no vllm: series in /metrics", "empty")
+    ranks = len(config_engines - {""}) or len(running_engines) or 1
     capacity: int | None = None
     block_size = 16
     if cache_config is not None:
-        ranks = len(config_engines - {""}) or len(running_engines) or 1
         capacity, block_size = _capacity(cache_config, ranks)
 
-    def value(name: str) -> float:
-        return samples.get(name, 0.0)
+    def count(name: str) -> float:
+        return _checked(name, samples.get(name, 0.0), COUNT_LIMIT)
 
-    usage_samples = counts.get("vllm:kv_cache_usage_perc", 0)
+    def seconds(name: str) -> float:
+        return _checked(name, samples.get(name, 0.0), math.inf)
+
+    start = samples.get("process_start_time_seconds")
     return NodeMetrics(
         capacity_tokens=capacity,
         block_size=block_size,
-        running=max(0, int(value("vllm:num_requests_running"))),
-        waiting=max(0, int(value("vllm:num_requests_waiting"))),
-        kv_usage=value("vllm:kv_cache_usage_perc") / usage_samples if usage_samples else 0.0,
-        prefix_queries=value("vllm:prefix_cache_queries_total"),
-        prefix_hits=value("vllm:prefix_cache_hits_total"),
-        preemptions=value("vllm:num_preemptions_total"),
-        prompt_computed=value("vllm:prompt_tokens_by_source_total:local_compute"),
-        prompt_loaded=value("vllm:prompt_tokens_by_source_total:external_kv_transfer"),
-        prefill_seconds=value("vllm:request_prefill_time_seconds_sum"),
-        decode_seconds=value("vllm:inter_token_latency_seconds_sum"),
-        decode_tokens=value("vllm:inter_token_latency_seconds_count"),
-        generation_tokens=value("vllm:generation_tokens_total"),
-        offload_load_seconds=value("vllm:kv_offload_load_time_total"),
-        kv_fetch_waiting=max(0, int(sum(value(f"vllm:num_requests_kv_fetch_by_stage:{s}") for s in _KV_FETCH_WAITING))),
-        cpu_capacity_tokens=sum(_cpu_capacity(labels, block_size) for labels in offload_configs.values()),
+        running=int(count("vllm:num_requests_running")),
+        waiting=int(count("vllm:num_requests_waiting")),
+        kv_usage=sum(usages) / len(usages) if usages else 0.0,
+        prefix_queries=count("vllm:prefix_cache_queries_total"),
+        prefix_hits=count("vllm:prefix_cache_hits_total"),
+        preemptions=count("vllm:num_preemptions_total"),
+        prompt_computed=count("vllm:prompt_tokens_by_source_total:local_compute"),
+        prompt_loaded=count("vllm:prompt_tokens_by_source_total:external_kv_transfer"),
+        prefill_seconds=seconds("vllm:request_prefill_time_seconds_sum"),
+        decode_seconds=seconds("vllm:inter_token_latency_seconds_sum"),
+        decode_tokens=count("vllm:inter_token_latency_seconds_count"),
+        generation_tokens=count("vllm:generation_tokens_total"),
+        offload_load_seconds=seconds("vllm:kv_offload_load_time_total"),
+        kv_fetch_waiting=int(sum(count(f"vllm:num_requests_kv_fetch_by_stage:{s}") for s in _KV_FETCH_WAITING)),
+        cpu_capacity_tokens=_cpu_capacity(offload_configs, block_size, ranks),
+        admission_rejections=count("vllm:admission_rejections_total"),
+        host_cached_tokens=count("vllm:prompt_tokens_cached_by_source_total:host"),
+        ranks=ranks,
+        process_start=start,
     )
 
 
-def _cpu_capacity(labels: dict[str, str], block_size: int) -> int:
+def _checked(name: str, value: float, limit: float) -> float:
+    """`value` if it is a figure a node can report (finite, within [0, limit]); else the error naming it."""
+    if math.isnan(value) or math.isinf(value):
+        raise MetricsFormatError(f"{name} is {_render(value)}", "bad_figure")
+    if not 0.0 <= value <= limit:
+        raise MetricsFormatError(f"{name} = {value:g} is outside [0, {limit:g}]", "bad_figure")
+    return value
+
+
+def _render(value: float) -> str:
+    return "NaN" if math.isnan(value) else "+Inf" if value > 0 else "-Inf"
+
+
+def _cpu_capacity(configs: dict[str, dict[str, str]], block_size: int, ranks: int) -> int | None:
+    if not configs:
+        return None
     try:
-        return max(0, int(labels["cpu_num_chunks"]) * int(labels.get("cpu_blocks_per_chunk", "1")) * block_size)
+        per_rank = [
+            int(labels["cpu_num_chunks"]) * int(labels.get("cpu_blocks_per_chunk", "1")) * block_size
+            for labels in configs.values()
+        ]
     except (KeyError, ValueError) as error:
         raise MetricsFormatError(f"vllm:kv_offload_config_info: bad chunk labels: {error}") from error
+    if min(per_rank) < 0:
+        raise MetricsFormatError(f"vllm:kv_offload_config_info: negative chunk labels: {min(per_rank)}", "bad_figure")
+    reported = max(len(configs), ranks)  # a version without engine labels shows one series for the whole node
+    return sum(per_rank) * reported // len(configs)
 
 
 def _capacity(labels: dict[str, str], ranks: int) -> tuple[int | None, int]:
@@ -143,9 +237,15 @@ def _capacity(labels: dict[str, str], ranks: int) -> tuple[int | None, int]:
         if reported is not None and not plain:
             capacity = reported * ranks
         elif blocks is not None:
-            capacity = (blocks - ranks) * block_size
+            capacity = max(0, blocks - ranks) * block_size
     except ValueError as error:
         raise MetricsFormatError(f"vllm:cache_config_info has a non-numeric size label: {error}") from error
-    if block_size < 1:
-        raise MetricsFormatError(f"vllm:cache_config_info: block_size must be positive, got {block_size}")
-    return (capacity if capacity is not None and capacity > 0 else None), block_size
+    if not 1 <= block_size <= MAX_BLOCK_SIZE:
+        raise MetricsFormatError(
+            f"vllm:cache_config_info: block_size must be within [1, {MAX_BLOCK_SIZE}], got {block_size}", "bad_figure"
+        )
+    return capacity, block_size
+
+
+MAX_BLOCK_SIZE = 1 << 16
+"""vLLM's block sizes are tens of tokens (hybrid models' a few thousand): far past that is a broken label."""

@@ -1,6 +1,11 @@
-"""Who may call what. Registration and fleet-wide reads need the API bearer token; everything about one session
-needs that session's own token, handed out at registration — no other token, not even the API's, acts on it.
-With `insecure_no_auth` (allowed on loopback only) nothing is checked.
+"""Who may call what. Registration and fleet-wide reads need an API bearer token (`server.token`, named
+`default`, or one of `[[tokens]]`); everything about one session needs that session's own token, handed out at
+registration — no other token, not even an API one, acts on it. With `insecure_no_auth` (allowed on loopback only)
+nothing is checked.
+
+Who registers is the API token's name (`require_api`): the caps of `caps.py` are counted per name. Without auth a
+caller is `anonymous` — all of them together, since on loopback every client has the same address — unless it
+sends a configured API token, which then counts as that token.
 
 Invariants: without a session's token, a caller cannot tell whether a session id exists — an unknown id and
 another session's id get the same answer (401 without a token, 403 with any other); only a token issued for that
@@ -18,6 +23,8 @@ from .errors import RequestError
 from .keys import SERVICE
 
 FOREIGN = "this token may not act on this session (it is not the session's token, or no such session exists)"
+ANONYMOUS = "anonymous"
+"""Who registers without auth (`insecure_no_auth`) and without a configured API token."""
 
 
 def bearer(request: web.Request) -> str | None:
@@ -39,12 +46,24 @@ def _matches(given: str | None, expected: str | None) -> bool:
     return hmac.compare_digest(given.encode(), expected.encode())
 
 
-def require_api(request: web.Request) -> None:
-    config = request.app[SERVICE].config.server
-    if config.insecure_no_auth:
-        return
-    if not _matches(bearer(request), config.token):
+def require_api(request: web.Request) -> str:
+    """The name of the API token the request carries (`anonymous` without auth); 401 if it carries none that is
+    valid and auth is on."""
+    config = request.app[SERVICE].config
+    insecure = config.server.insecure_no_auth
+    try:
+        given = bearer(request)
+    except RequestError:
+        if not insecure:
+            raise
+        given = None
+    matched = ANONYMOUS
+    for name, token in config.api_tokens().items():  # every one compared: the time taken tells nothing
+        if _matches(given, token):
+            matched = name
+    if matched == ANONYMOUS and not insecure:
         raise RequestError(401, "a valid API bearer token is required", "Authorization")
+    return matched
 
 
 def require_session(request: web.Request, session_id: str, token: str | None = None) -> None:

@@ -10,8 +10,10 @@ from tao_sdk import protocol
 
 from ..core.errors import CoreError
 from ..core.events import Close, Heartbeat, ToolEnd
+from ..store import StoreUnavailable
 from .auth import require_api, require_session
 from .body import read_body
+from .caps import CapReached
 from .errors import RequestError, status_of
 from .handlers import llm_end_event, register, tool_start_event
 from .keys import SERVICE
@@ -20,25 +22,27 @@ from .service import CoordinatorService, SessionGone
 
 async def post_events(request: web.Request) -> web.Response:
     batch = await read_body(request, protocol.EventsRequest)
-    results = [_apply(request, event) for event in batch.events]
+    results = [await _apply(request, event) for event in batch.events]
     answer = protocol.EventsResponse(results=results)
     return web.json_response(answer.model_dump(mode="json", exclude_none=True))
 
 
-def _apply(request: web.Request, event: protocol.BatchedEvent) -> protocol.EventResult:
+async def _apply(request: web.Request, event: protocol.BatchedEvent) -> protocol.EventResult:
     service = request.app[SERVICE]
     try:
         if event.kind == "register":
-            require_api(request)
+            owner = require_api(request)
             body = event.registration or protocol.RegisterRequest()
-            registered = register(service, body.model_copy(update={"session_id": event.session_id}))
+            registered = register(service, body.model_copy(update={"session_id": event.session_id}), owner)
             return protocol.EventResult(ok=True, status=201, session_token=registered.session_token)
         require_session(request, event.session_id, event.session_token)
-        _dispatch(service, event)
+        await _dispatch(service, event)
         return protocol.EventResult(ok=True, status=204)
-    except (RequestError, CoreError, SessionGone) as error:
+    except (RequestError, CoreError, SessionGone, StoreUnavailable) as error:
         status, message, _ = status_of(error)
         return protocol.EventResult(ok=False, status=status, error=message)
+    except CapReached as refusal:  # the batch goes on: a later event may be about a session already registered
+        return protocol.EventResult(ok=False, status=refusal.status, error=refusal.message)
 
 
 def _part(event: protocol.BatchedEvent, name: str) -> BaseModel:
@@ -49,7 +53,7 @@ def _part(event: protocol.BatchedEvent, name: str) -> BaseModel:
     return part
 
 
-def _dispatch(service: CoordinatorService, event: protocol.BatchedEvent) -> None:
+async def _dispatch(service: CoordinatorService, event: protocol.BatchedEvent) -> None:
     session_id = event.session_id
     match event.kind:
         case "tool_start":
@@ -59,7 +63,7 @@ def _dispatch(service: CoordinatorService, event: protocol.BatchedEvent) -> None
         case "tool_end":
             end = _part(event, "tool_end")
             assert isinstance(end, protocol.ToolEndRequest)
-            service.tool_end(ToolEnd(session_id, end.call_id, end.duration_s, end.status))
+            await service.tool_end(ToolEnd(session_id, end.call_id, end.duration_s, end.status))
         case "llm_end":
             done = _part(event, "llm_end")
             assert isinstance(done, protocol.LlmEndRequest)

@@ -1,19 +1,28 @@
-"""`tao coordinator`: run the coordinator beside a vLLM fleet (configuration: `config.py`)."""
+"""`tao coordinator`: run the coordinator beside a vLLM fleet (configuration: `config.py`).
+
+What the command cannot work with — a configuration, a state directory, a store — is one line on stderr naming the
+file, what is wrong and what to do, and exit status 2, before anything listens; a port in use is exit status 1.
+"""
 
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
+
 from tao_sdk.listening import cannot_listen, listen
 
-from ..config import ConfigError, load_config
+from ..config import ConfigError, CoordinatorConfig, load_config
 from ..core.policies import POLICIES
 from ..logs import LEVELS, configure
+from ..store import RESET_FLAG, StoreError, check_store
 from .app import create_app
 from .serve import serve
+from .tokens import SessionTokens
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,6 +43,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--redis", metavar="URL", help="share the fleet with other coordinators through this Redis")
     parser.add_argument(
         "--advertise-url", metavar="URL", help="where clients reach this coordinator (http://host:port)"
+    )
+    parser.add_argument(
+        RESET_FLAG,
+        action="store_true",
+        help="if the state directory's tao.sqlite3 is corrupt, move it aside (tao.sqlite3.corrupt-<time>) and start "
+        "with an empty tool history",
+    )
+    parser.add_argument(
+        "--max-live-sessions", type=int, metavar="N", help="live sessions one API token may hold (limits, 5000)"
+    )
+    parser.add_argument(
+        "--registrations-per-s", type=float, metavar="R", help="registrations per second one API token may make (100)"
+    )
+    parser.add_argument(
+        "--registration-burst", type=int, metavar="N", help="registrations one API token may make at once (2000)"
     )
     parser.add_argument("--log-format", choices=["text", "json"], help="log lines as text or JSON (text)")
     parser.add_argument(
@@ -73,16 +97,51 @@ def run(args: argparse.Namespace) -> int:
             "server.redis": args.redis,
             "server.advertise_url": args.advertise_url,
             "policy.name": args.policy,
+            "limits.max_live_sessions": args.max_live_sessions,
+            "limits.registrations_per_s": args.registrations_per_s,
+            "limits.registration_burst": args.registration_burst,
         }
         config = load_config(args.config, overrides, node_overrides(args.node))
     except ConfigError as error:
         print(f"tao coordinator: {error}", file=sys.stderr)
+        return 2
+    configure(config.server.log_format, config.server.log_level)
+    if (problem := state_problem(config, args.reset_corrupt_store)) is not None:
+        print(f"tao coordinator: {problem}", file=sys.stderr)
         return 2
     try:
         sock = listen(config.server.host, config.server.port)
     except OSError as error:
         print(cannot_listen("tao coordinator", config.server.host, config.server.port, error), file=sys.stderr)
         return 1
-    configure(config.server.log_format, config.server.log_level)
-    serve(create_app(config), config.server, sock)
+    app = create_app(config)
+    app.on_startup.append(_freeze_start_up)
+    serve(app, config.server, sock)
     return 0
+
+
+async def _freeze_start_up(app: web.Application) -> None:
+    """After start-up (imports, compiled kernels, the learned history): those objects are never scanned by a full
+    garbage collection again, which would otherwise pause every request for 100 ms and more (measured in a flood of
+    registrations, `bench/fault_runs/flood.py`); only what serving creates is."""
+    gc.collect()
+    gc.freeze()
+
+
+def state_problem(config: CoordinatorConfig, reset_corrupt: bool) -> str | None:
+    """What keeps the state directory from being used, in one line; None when it can be. With `--redis` the state
+    is in Redis and the directory is not used."""
+    if config.server.redis is not None:
+        return None
+    state_dir = config.server.state_dir
+    try:
+        check_store(state_dir, reset_corrupt)
+        SessionTokens.in_state_dir(state_dir)
+    except StoreError as error:
+        return str(error)
+    except OSError as error:
+        return (
+            f"{error.filename or state_dir}: {error.strerror or error}: make the state directory and its files "
+            "writable by this user, or choose another --state-dir"
+        )
+    return None

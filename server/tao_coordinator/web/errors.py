@@ -1,5 +1,6 @@
 """One place that turns every failure into a JSON answer naming what was wrong: 4xx for anything a client can cause
-(bad JSON, a field out of range, an unknown session, an event the session's phase does not allow), never a 500."""
+(bad JSON, a field out of range, an unknown session, an event the session's phase does not allow), never a 500; a
+503 `store_unavailable` with a Retry-After for a tool end the store could not take (nothing of it was kept)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,14 @@ from tao_sdk.hints import PROGRAM_PATTERN
 from tao_sdk.ids import SESSION_ID_PATTERN, SESSION_ID_RULE
 
 from ..core.errors import CoreError, IllegalTransition, InvalidEvent, UnknownNode, UnknownSession
+from ..store import StoreUnavailable
 from .keys import SERVICE
 from .service import CoordinatorService, SessionGone
 
 log = logging.getLogger("tao.coordinator")
+
+STORE_UNAVAILABLE = "store_unavailable"
+"""`ErrorBody.code` of a 503 for a write the coordinator could not store: send it again after Retry-After."""
 
 
 class RequestError(Exception):
@@ -61,6 +66,8 @@ def status_of(error: Exception) -> tuple[int, str, str | None]:
         return 409, str(error), None
     if isinstance(error, SessionGone):
         return 410, f"session {error} closed or expired", "session_id"
+    if isinstance(error, StoreUnavailable):
+        return 503, str(error), None
     raise error
 
 
@@ -109,6 +116,10 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         response = json_error(*status_of(error))
         if response.status == 408:
             response.force_close()  # the rest of a late body could be read as the next request
+        return response
+    except StoreUnavailable as error:
+        response = json_error(503, str(error), code=STORE_UNAVAILABLE)
+        response.headers["Retry-After"] = str(error.retry_after_s)
         return response
     except Exception:
         log.exception("unexpected error answering %s %s", request.method, request.path)

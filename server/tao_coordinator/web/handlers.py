@@ -15,9 +15,11 @@ from ..core import model
 from ..core.events import Close, Heartbeat, LlmEnd, Register, ToolEnd, ToolStart
 from .auth import require_api, require_session
 from .body import read_body
+from .caps import CapReached
 from .errors import RequestError, json_error
 from .keys import SERVICE
-from .limits import check_tool_start
+from .limits import check_acquire, check_context, check_tool_start
+from .listing import SessionPage, page_ids, page_query
 from .service import CoordinatorService
 
 
@@ -42,17 +44,21 @@ def core_context(context: protocol.AgentContext) -> model.AgentContext:
     )
 
 
-def register(service: CoordinatorService, body: protocol.RegisterRequest) -> protocol.RegisterResponse:
+def register(service: CoordinatorService, body: protocol.RegisterRequest, owner: str) -> protocol.RegisterResponse:
+    """Register a session for the API token named `owner` (`auth.require_api`), within its caps (`caps.py`)."""
+    check_context(body.context)
+    service.caps.check(owner, service.now())
     session_id, token = service.new_session(body.session_id)
     service.feed(Register(session_id, core_context(body.context), body.expected_input_tokens))
     service.session_tokens[session_id] = token
+    service.caps.admitted(owner, session_id, service.now())
     return protocol.RegisterResponse(
         session_id=session_id, session_token=token, lease_ttl_s=service.config.core.lease_ttl_s
     )
 
 
 def tool_start_event(service: CoordinatorService, session_id: str, body: protocol.ToolStartRequest) -> ToolStart:
-    check_tool_start(service, session_id, body.call_id)
+    check_tool_start(service, session_id, body)
     hints = body.hints
     deadline = service.wall_to_core(hints.deadline) if hints.deadline is not None else None
     core_hints = model.ToolHints(hints.timeout_s, hints.sleep_s, hints.background, deadline)
@@ -72,6 +78,7 @@ def llm_end_event(service: CoordinatorService, session_id: str, body: protocol.L
         body.ttft_s,
         body.duration_s,
         body.error,
+        body.refused,
     )
 
 
@@ -80,9 +87,13 @@ def _json(body: BaseModel, status: int = 200) -> web.Response:
 
 
 async def post_session(request: web.Request) -> web.Response:
-    require_api(request)
-    body = await read_body(request, protocol.RegisterRequest, required=False)
-    return _json(register(_service(request), body), status=201)
+    owner, service = require_api(request), _service(request)
+    try:
+        service.caps.check(owner, service.now())  # before the body is read: a flood's refusals cost little
+        body = await read_body(request, protocol.RegisterRequest, required=False)
+        return _json(register(service, body, owner), status=201)
+    except CapReached as refusal:
+        return refusal.response()
 
 
 def no_healthy_node(service: CoordinatorService) -> bool:
@@ -91,13 +102,22 @@ def no_healthy_node(service: CoordinatorService) -> bool:
     return set(nodes) >= set(service.nodes) and not any(node.healthy for node in nodes.values())
 
 
+def cannot_avoid(service: CoordinatorService, session_id: str, avoid: list[str]) -> str | None:
+    """Why a refused call cannot be placed away from `avoid` now (None: it can)."""
+    core = service.coordinator
+    return core.cannot_avoid(core.state.session(session_id), set(avoid))
+
+
 async def post_acquire(request: web.Request) -> web.Response:
     service, session_id = _service(request), _session_id(request)
     require_session(request, session_id)
     body = await read_body(request, protocol.AcquireRequest, required=False)
+    check_acquire(service, session_id, body)
     if no_healthy_node(service):
         # at once rather than after a long poll: the client routes on its own and says so (`tao_sdk/router.py`)
         return json_error(503, "no node of the fleet is healthy", code=protocol.NO_HEALTHY_NODE)
+    if body.avoid_nodes and (why := cannot_avoid(service, session_id, body.avoid_nodes)) is not None:
+        return json_error(503, why, "avoid_nodes", code=protocol.NO_OTHER_NODE)  # the client keeps the refusal
     answer = await service.acquire(session_id, body)
     return _json(answer, status=200 if answer.status == "admitted" else 202)
 
@@ -122,7 +142,7 @@ async def post_tool_end(request: web.Request) -> web.Response:
     service, session_id = _service(request), _session_id(request)
     require_session(request, session_id)
     body = await read_body(request, protocol.ToolEndRequest)
-    service.tool_end(ToolEnd(session_id, body.call_id, body.duration_s, body.status))
+    await service.tool_end(ToolEnd(session_id, body.call_id, body.duration_s, body.status))
     return web.Response(status=204)
 
 
@@ -153,6 +173,7 @@ async def get_nodes(request: web.Request) -> web.Response:
     nodes = []
     for name, config in service.nodes.items():
         node = core.state.nodes.get(name)
+        scraped = service.last_observation(name)
         nodes.append(
             protocol.NodeInfo(
                 name=name,
@@ -162,22 +183,34 @@ async def get_nodes(request: web.Request) -> web.Response:
                 used_tokens=used.get(name, 0) * core.settings.capacity_quantum_tokens,
                 prefix_hit_rate=node.prefix_hit_rate if node else 0.0,
                 sessions=holders.get(name, 0),
+                demoted=core.demotions.is_demoted(name),
+                demoted_reason=core.demotions.reason(name),
+                demoted_for_s=demoted_for_s(core.demotions.demoted_since(name), service.now()),
+                unhealthy_reason=scraped.reason if scraped else None,
+                quarantined=scraped.quarantined if scraped else False,
             ).model_dump(mode="json")
         )
     return web.json_response({"nodes": nodes})
 
 
+def demoted_for_s(since: float | None, now: float) -> float | None:
+    return None if since is None else round(max(0.0, now - since), 3)
+
+
 async def get_sessions(request: web.Request) -> web.Response:
-    """Live sessions: the core's, or, on a standby replica, the leader's as stored in Redis."""
+    """A page of the live sessions (`listing.py`): the core's, or, on a standby replica, the leader's as stored in
+    Redis."""
     require_api(request)
+    limit, cursor = page_query(request)
     service = _service(request)
     now = service.now()
-    live = list(service.coordinator.state.sessions.values())
+    live = service.coordinator.state.sessions
     replica = service.replica
     if replica is not None and not replica.serving:
-        live = [record.session for record in (await replica.store.sessions()).values()]
-    sessions = [session_info(session, now).model_dump(mode="json") for session in live]
-    return web.json_response({"sessions": sessions})
+        live = {session_id: record.session for session_id, record in (await replica.store.sessions()).items()}
+    ids, next_cursor = page_ids(live, limit, cursor)
+    sessions = [session_info(live[session_id], now) for session_id in ids]
+    return _json(SessionPage(sessions=sessions, next_cursor=next_cursor, total=len(live)))
 
 
 def session_info(session: model.Session, now: float) -> protocol.SessionInfo:

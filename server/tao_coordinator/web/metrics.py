@@ -31,6 +31,7 @@ from ..core.model import Phase, RunningTool
 from ..core.plan import PlanFinished
 from ..core.signals.cache_credit import node_half_life
 from ..fleet.poller import NodeObservation
+from .fleet_metrics import fleet_families
 
 if TYPE_CHECKING:
     from .service import CoordinatorService
@@ -71,8 +72,22 @@ class _StateCollector(Collector):
             methods.add_metric([method], count)
         yield methods
         yield from self._nodes()
+        yield from fleet_families(
+            self.service.nodes, self.node_load, self.service.kv_index, core.state.sessions.values()
+        )
         yield from self._half_lives()
         yield from self._forecast()
+        if (store := self.service.store) is not None:
+            writable = float(store.failing is None)
+            yield GaugeMetricFamily(
+                "tao_store_writable", "1 while the tool history store takes writes.", value=writable
+            )
+        tokens = GaugeMetricFamily(
+            "tao_token_live_sessions", "Live sessions by the API token that registered them.", labels=["token"]
+        )
+        for token, live in self.service.caps.live().items():
+            tokens.add_metric([token], live)
+        yield tokens
 
     def _forecast(self) -> Iterator[Metric]:
         core = self.service.coordinator
@@ -168,6 +183,12 @@ class ServiceMetrics:
             {"policy": service.config.policy.name, "version": __version__}
         )
         self.sessions_registered = PromCounter("tao_sessions_registered", "Sessions registered.", registry=registry)
+        self.registrations_refused = PromCounter(
+            "tao_registrations_refused",
+            "Registrations refused (429) by a cap of their API token: max_live_sessions or registrations_per_s.",
+            ["token", "cap"],
+            registry=registry,
+        )
         self.sessions_closed = PromCounter(
             "tao_sessions_closed", "Sessions ended: closed by the client, or expired.", ["reason"], registry=registry
         )
@@ -187,6 +208,11 @@ class ServiceMetrics:
         self.tool_starts = PromCounter("tao_tool_starts", "Tool calls started.", ["tool"], registry=registry)
         self.tool_ends = PromCounter(
             "tao_tool_ends", "Tool calls ended, by status (ok, error, timeout).", ["tool", "status"], registry=registry
+        )
+        self.store_refused = PromCounter(
+            "tao_store_refused_writes",
+            "Tool ends refused (503): the tool history store could not take them.",
+            registry=registry,
         )
         self.plan_seconds = Histogram(
             "tao_plan_seconds", "Time to solve one plan.", buckets=LATENCY_BUCKETS, registry=registry

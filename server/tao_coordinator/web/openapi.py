@@ -10,7 +10,19 @@ from pydantic.json_schema import models_json_schema
 
 from tao_sdk import protocol
 
+from .listing import DEFAULT_LIMIT, MAX_LIMIT, SessionPage
+
 SESSION = {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}}
+PAGE = [
+    {
+        "name": "limit",
+        "in": "query",
+        "required": False,
+        "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
+    },
+    {"name": "cursor", "in": "query", "required": False, "schema": {"type": "string"}},
+]
+"""`GET /v1/sessions` a page at a time (`listing.py`): a page's `next_cursor` is the next page's `cursor`."""
 
 # (method, path, summary, request body, success status, response body, needs the session path parameter)
 OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, int, type[BaseModel] | None, bool]] = [
@@ -67,7 +79,7 @@ OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, int, type[BaseMode
 # (path, summary, needs the API token, response body)
 READS: list[tuple[str, str, bool, type[BaseModel] | None]] = [
     ("/v1/nodes", "Nodes of the fleet", True, None),
-    ("/v1/sessions", "Live sessions", True, None),
+    ("/v1/sessions", "Live sessions, a page at a time", True, SessionPage),
     ("/v1/sessions/{session_id}", "A session's timeline, live or recently closed", True, protocol.SessionTimeline),
     ("/healthz", "Liveness", False, None),
     ("/v1/leader", "Which replica leads (several coordinators on one Redis)", False, None),
@@ -91,6 +103,13 @@ def build_spec() -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     for method, path, summary, request, status, response, scoped in OPERATIONS:
         operation: dict[str, Any] = {"summary": summary, "responses": _responses(status, response)}
+        if path.endswith("/tool_end"):
+            operation["responses"]["503"] = {
+                "description": "the tool history store cannot take it now (code `store_unavailable`); nothing changed, "
+                "send it again after Retry-After",
+                "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds to wait"}},
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+            }
         if scoped:
             operation["parameters"] = [SESSION]
         if request is not None:
@@ -109,6 +128,9 @@ def build_spec() -> dict[str, Any]:
         if "{session_id}" in path:
             read["parameters"] = [SESSION]
             read["responses"]["404"] = {"description": "never seen, or closed too long ago to be kept"}
+        if response is SessionPage:
+            read["parameters"] = PAGE
+            read["responses"]["422"] = {"description": "`limit` or `cursor` not valid"}
         if not guarded:
             read["security"] = []
         # /v1/sessions is also the registration path: a read is added beside it, never over it
@@ -144,6 +166,12 @@ def _responses(status: int, response: type[BaseModel] | None) -> dict[str, Any]:
     if response is not None:
         ok["content"] = {"application/json": {"schema": {"$ref": f"#/components/schemas/{response.__name__}"}}}
     answers[str(status)] = ok
+    if status == 201 and response is protocol.RegisterResponse:
+        answers["429"] = {
+            "description": "a cap of the API token (`code`: max_live_sessions or registrations_per_s); see Retry-After",
+            "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds to wait"}},
+            **error,
+        }
     if status == 200 and response is protocol.AcquireResponse:
         answers["202"] = {"description": "still waiting for a place; ask again", **ok}
         answers["410"] = {"description": "the session closed or expired while the call waited", **error}

@@ -12,6 +12,9 @@ Invariants:
   state;
 - what was decided is told here, not in the core: every fed event goes to the session timelines (`timeline.py`),
   every applied plan and every admission at an acquire to the decision log (`decisions.py`);
+- without `--redis`, a tool end is fed to the core only once what the history learns from it is committed to the
+  store (`store.py`), and answered after that; one the store cannot take raises `StoreUnavailable` (a 503) and is
+  never fed, so a refused tool end changes nothing;
 - with `--redis` (`replica.py`) the sessions each fed event touched are written to Redis before the request that fed
   it is answered, and a replica that stops leading replaces its core with an empty one; a plan solved for a core
   that was replaced meanwhile is dropped.
@@ -25,7 +28,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import aiohttp
 import zmq.asyncio
@@ -33,22 +36,25 @@ import zmq.asyncio
 from tao_sdk import protocol
 
 from ..config import CoordinatorConfig, NodeConfig
-from ..core.actions import Action, Expired, Route, StartPlan
+from ..core.actions import Action, Expired, NodeDemoted, NodeRestored, ProbeNode, Route, StartPlan
 from ..core.coordinator import Coordinator
 from ..core.events import Acquire, CacheResidency, Event, LlmEnd, NodeUpdate, Tick, ToolEnd
 from ..core.forecast import ToolHistory, ToolKey, learned_duration
-from ..core.model import Phase, Session
+from ..core.model import Phase, RunningTool, Session
 from ..core.plan import Plan, PlanFinished
 from ..core.policies import make_policy
 from ..core.snapshot import PlanJob
+from ..core.state_machine import tool_end as checked_tool_end
 from ..fleet.kv_index import NodeKvIndex
 from ..fleet.kv_subscriber import KvEventSubscriber
 from ..fleet.poller import NodeObservation, NodePoller
 from ..ha.codec import SessionRecord
 from ..ha.store import ToolRow
-from ..store import HistoryStore
+from ..store import HistoryStore, StoreUnavailable
 from .cache_reports import CacheReports
+from .caps import RegistrationCaps
 from .decisions import DecisionLog, PlanDecision
+from .demotions import DemotionDriver
 from .metrics import ServiceMetrics
 from .replica import Replica
 from .timeline import Timelines
@@ -76,7 +82,10 @@ class CoordinatorService:
         self.store: HistoryStore | None = None
         if self.replica is None:
             self.store = HistoryStore(
-                config.server.state_dir, config.core.forecast_window, config.core.forecast_max_levels
+                config.server.state_dir,
+                config.core.forecast_window,
+                config.core.forecast_max_levels,
+                probe_interval_s=min(1.0, config.fleet.scrape_interval_s / 2),  # back within one scrape
             )
             loaded = 0
             for key, duration in self.store.load():
@@ -86,6 +95,10 @@ class CoordinatorService:
             log.info("loaded %d tool durations into %d learned levels from %s", loaded, history.levels, self.store.path)
         self._install_core(history)
         self.metrics = ServiceMetrics(self)
+        self.demotions = DemotionDriver(self)
+        self.caps = RegistrationCaps(
+            config, lambda token, cap: self.metrics.registrations_refused.labels(token, cap).inc()
+        )
         self.timelines = Timelines(self.decisions.acquire_admission)
         self.cache_reports = CacheReports()
         self.session_tokens: dict[str, str] = {}
@@ -95,6 +108,8 @@ class CoordinatorService:
         self.leases: dict[str, str] = {}
         self._waiters: dict[str, asyncio.Future[Grant]] = {}
         self._unclaimed: dict[str, Grant] = {}
+        self._ending: dict[tuple[str, str], asyncio.Task[None]] = {}
+        """Tool ends being stored, by (session, call): a repeat waits for the first, then is judged afresh."""
         self._observed: dict[str, NodeObservation] = {}
         """Each node's last scrape: a core built anew (a replica's takeover) starts from them, not from nothing."""
         self._kv_indexes: dict[str, NodeKvIndex] = {}
@@ -157,12 +172,27 @@ class CoordinatorService:
             waiter.cancel()
         if self._http is not None:
             await self._http.close()
+        await self.demotions.stop()
         if self._zmq is not None:
             self._zmq.term()
         self._executor.shutdown(wait=True)
         if self.store is not None:
             self.store.close()
-            log.info("coordinator stopped; tool history persisted to %s", self.store.path)
+            store = self.store
+            if store.not_written:
+                log.warning(
+                    "coordinator stopped; tool history in %s: %d rows written by this run, %d tool ends not "
+                    "written (each answered 503, so its client could send it again)",
+                    store.path,
+                    store.written,
+                    store.not_written,
+                )
+            else:
+                log.info(
+                    "coordinator stopped; tool history persisted to %s: %d rows written by this run",
+                    store.path,
+                    store.written,
+                )
         else:
             log.info("coordinator stopped; its state is in Redis")
 
@@ -209,6 +239,8 @@ class CoordinatorService:
             case StartPlan():
                 self._plan_task = asyncio.ensure_future(self._solve(action.job))
                 self._plan_task.add_done_callback(_report_plan_failure)
+            case NodeDemoted() | ProbeNode() | NodeRestored():
+                self.demotions.carry_out(action)
             case Expired():
                 log.info("session %s expired: no event within its lease", action.session_id)
                 self.forget(action.session_id)
@@ -253,6 +285,7 @@ class CoordinatorService:
 
     def forget(self, session_id: str) -> None:
         self.session_tokens.pop(session_id, None)
+        self.caps.release(session_id)
         self.leases.pop(session_id, None)
         self._unclaimed.pop(session_id, None)
         waiter = self._waiters.pop(session_id, None)
@@ -278,7 +311,7 @@ class CoordinatorService:
             grant = None  # the call it was made for has ended (a client closing a call it lost) before it was claimed
         if grant is None:
             session = self.coordinator.state.session(session_id)
-            if not (session.phase is Phase.WAITING and session.acquire_pending):
+            if request.avoid_nodes or not (session.phase is Phase.WAITING and session.acquire_pending):
                 self.feed(acquire_event(session_id, request))
             grant = self._unclaimed.pop(session_id, None)
         if grant is None:
@@ -310,7 +343,45 @@ class CoordinatorService:
                 waiter.cancel()
             return None
 
-    def tool_end(self, event: ToolEnd) -> None:
+    async def tool_end(self, event: ToolEnd) -> None:
+        """Feed a tool's end. Without `--redis`, what the history learns from it is stored first: this returns once
+        the row is committed and the event fed, and raises `StoreUnavailable` with the core unchanged when the store
+        cannot take it. A session that closes while its row is written keeps the row (the tool did run that long);
+        the answer is then the core's error. With `--redis` the replica stores it before the answer (`replica.py`)."""
+        if self.store is None:
+            self._feed_tool_end(event)
+            return
+        key = (event.session_id, event.call_id)
+        while (pending := self._ending.get(key)) is not None:
+            await asyncio.wait([pending])
+        session = self.coordinator.state.session(event.session_id)
+        now = self.now()
+        checked_tool_end(session, now, event.call_id)  # raises as feeding it would, and changes nothing
+        running = next(tool for tool in session.tools if tool.call_id == event.call_id)
+        duration = event.duration_s if event.duration_s is not None else max(0.0, now - running.started_at)
+        ending = asyncio.ensure_future(self._store_then_feed(replace(event, duration_s=duration), running))
+        self._ending[key] = ending
+        ending.add_done_callback(lambda done: self._ended(key, done))
+        await asyncio.shield(ending)  # a client that hangs up does not stop a stored row from being fed
+
+    async def _store_then_feed(self, event: ToolEnd, running: RunningTool) -> None:
+        assert self.store is not None and event.duration_s is not None
+        row = (running.tool, running.program, learned_duration(running.hints, event.duration_s), time.time())
+        try:
+            await asyncio.wrap_future(self.store.record(*row))
+        except StoreUnavailable:
+            self.metrics.store_refused.inc()
+            raise
+        self.feed(event)
+        self.metrics.tool_ended(running, event.duration_s, event.status)
+
+    def _ended(self, key: tuple[str, str], done: asyncio.Task[None]) -> None:
+        if self._ending.get(key) is done:
+            del self._ending[key]
+        if not done.cancelled():
+            done.exception()  # read here too: its requester may have hung up
+
+    def _feed_tool_end(self, event: ToolEnd) -> None:
         session = self.coordinator.state.session(event.session_id)
         running = next((tool for tool in session.tools if tool.call_id == event.call_id), None)
         now = self.now()
@@ -318,17 +389,22 @@ class CoordinatorService:
         assert running is not None  # feed() would have raised IllegalTransition
         duration = event.duration_s if event.duration_s is not None else max(0.0, now - running.started_at)
         self.metrics.tool_ended(running, duration, event.status)
-        # what the history learned, so a restart (or the next leader) replays the same values
-        row = (running.tool, running.program, learned_duration(running.hints, duration), time.time())
-        if self.replica is not None:
-            self.replica.learned(row)
-        elif self.store is not None:
-            self.store.record(*row)
+        # what the history learned, so the next leader replays the same values
+        assert self.replica is not None
+        self.replica.learned((running.tool, running.program, learned_duration(running.hints, duration), time.time()))
 
     def wall_to_core(self, unix_time: float) -> float:
         return self.now() + (unix_time - time.time())
 
     # -- the fleet -------------------------------------------------------------------------------------------------
+
+    def last_observation(self, name: str) -> NodeObservation | None:
+        """What the node's last scrape reported (with its reason when the node is not used); None before the first."""
+        return self._observed.get(name)
+
+    def kv_index(self, name: str) -> NodeKvIndex | None:
+        """The node's KV-event index; None without KV events."""
+        return self._kv_indexes.get(name)
 
     def observe_node(self, observation: NodeObservation) -> None:
         self.metrics.observe_node(observation)
@@ -390,6 +466,7 @@ class CoordinatorService:
         self._unclaimed.clear()
         self.leases.clear()
         self.session_tokens.clear()
+        self.caps.clear()
         self._install_core(history or ToolHistory.from_settings(self.config.core))
         self._feed_configured_nodes()
         for observation in list(self._observed.values()):
@@ -418,4 +495,5 @@ def acquire_event(session_id: str, request: protocol.AcquireRequest) -> Acquire:
         request.expected_input_tokens,
         step_id=request.step_id,
         expected_next_tools=None if tools is None else tuple(tools),
+        avoid_nodes=tuple(request.avoid_nodes),
     )

@@ -7,8 +7,10 @@ predicted at the start and the one reported at the end, its waits (from an acqui
 given), its calls (node, tokens, cached tokens) and the decisions that gave or took its place.
 
 Bounds: a session keeps its latest `ENTRIES` entries, all kinds together (older ones are dropped and counted in
-`truncated`); a closed session's timeline is kept until `CLOSED_KEPT` sessions closed after it. Times are Unix
-times taken when the service fed the event, not the core's clock.
+`truncated`); a closed session's timeline is kept until `CLOSED_KEPT` sessions closed after it. Entries are slotted
+records (the protocol's models are built only for a view), and the text they keep — call ids, tool names, programs,
+errors — is clipped to `TEXT_BYTES` of UTF-8 each, so a full timeline costs tens of KiB whatever its clients send
+(`limits.py`). Times are Unix times taken when the service fed the event, not the core's clock.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from .decisions import PlanDecision
 
 ENTRIES = 256
 CLOSED_KEPT = 1_000
+TEXT_BYTES = 64
+"""UTF-8 bytes of each call id, tool name, program and error a timeline entry keeps (a usual one is shorter)."""
 DecisionKind = Literal["admitted", "interrupted", "moved", "routed"]
 
 
@@ -59,7 +63,31 @@ class _Wait:
     node: str | None = None
 
 
-_Entry = _Phase | _Tool | _Wait | protocol.TimelineCall | protocol.TimelineDecision
+@dataclass(slots=True)
+class _Call:
+    node: str
+    ended_at: float
+    prompt_tokens: int | None
+    cached_tokens: int | None
+    completion_tokens: int | None
+    ttft_s: float | None
+    duration_s: float | None
+    error: str | None
+
+
+@dataclass(slots=True)
+class _Decision:
+    at: float
+    kind: DecisionKind
+    node: str | None
+    by: str
+    from_node: str | None = None
+    plan: int | None = None
+    method: str | None = None
+    value: tuple[int, ...] | None = None
+
+
+_Entry = _Phase | _Tool | _Wait | _Call | _Decision
 
 
 @dataclass(slots=True)
@@ -146,8 +174,7 @@ class Timelines:
                     (a.node for a in actions if isinstance(a, Route) and a.session_id == event.session_id), None
                 )
                 if node is not None and before is not None and before.node is None:
-                    admitted = protocol.TimelineDecision(at=at, kind="admitted", node=node, by=self.acquire_admission)
-                    timeline.add(admitted)
+                    timeline.add(_Decision(at, "admitted", node, self.acquire_admission))
                 elif after is not None and after.phase is Phase.WAITING and timeline.wait is None:
                     timeline.wait = _Wait(at)
                     timeline.add(timeline.wait)
@@ -155,9 +182,9 @@ class Timelines:
                 tool = next(t for t in after.tools if t.call_id == event.call_id) if after else None
                 if tool is not None:
                     entry = _Tool(
-                        tool.call_id,
-                        tool.tool,
-                        tool.program,
+                        _text(tool.call_id),
+                        _text(tool.tool),
+                        _maybe_text(tool.program),
                         at,
                         max(0.0, tool.predicted_end - tool.started_at),
                         tool.source,
@@ -173,15 +200,15 @@ class Timelines:
                     ended.status = event.status
             case LlmEnd():
                 timeline.add(
-                    protocol.TimelineCall(
-                        node=event.node_id,
-                        ended_at=at,
-                        prompt_tokens=event.prompt_tokens,
-                        cached_tokens=event.cached_tokens,
-                        completion_tokens=event.completion_tokens,
-                        ttft_s=event.ttft_s,
-                        duration_s=event.duration_s,
-                        error=event.error,
+                    _Call(
+                        event.node_id,
+                        at,
+                        event.prompt_tokens,
+                        event.cached_tokens,
+                        event.completion_tokens,
+                        event.ttft_s,
+                        event.duration_s,
+                        _maybe_text(event.error),
                     )
                 )
             case Close():
@@ -192,17 +219,7 @@ class Timelines:
         def add(session_id: str, kind: DecisionKind, node: str, source: str | None = None) -> None:
             if (timeline := self.live.get(session_id)) is not None:
                 value = plan.values.get(session_id)
-                decision = protocol.TimelineDecision(
-                    at=at,
-                    kind=kind,
-                    node=node,
-                    from_node=source,
-                    by="plan",
-                    plan=plan.plan,
-                    method=plan.method,
-                    value=None if value is None else list(value),
-                )
-                timeline.add(decision)
+                timeline.add(_Decision(at, kind, node, "plan", source, plan.plan, plan.method, _value(value)))
 
         for session_id, node in plan.interrupted.items():
             add(session_id, "interrupted", node)
@@ -277,7 +294,48 @@ class Timelines:
                 for w in timeline.entries
                 if isinstance(w, _Wait)
             ],
-            calls=[c for c in timeline.entries if isinstance(c, protocol.TimelineCall)],
-            decisions=[d for d in timeline.entries if isinstance(d, protocol.TimelineDecision)],
+            calls=[
+                protocol.TimelineCall(
+                    node=c.node,
+                    ended_at=c.ended_at,
+                    prompt_tokens=c.prompt_tokens,
+                    cached_tokens=c.cached_tokens,
+                    completion_tokens=c.completion_tokens,
+                    ttft_s=c.ttft_s,
+                    duration_s=c.duration_s,
+                    error=c.error,
+                )
+                for c in timeline.entries
+                if isinstance(c, _Call)
+            ],
+            decisions=[
+                protocol.TimelineDecision(
+                    at=d.at,
+                    kind=d.kind,
+                    node=d.node,
+                    from_node=d.from_node,
+                    by=d.by,
+                    plan=d.plan,
+                    method=d.method,
+                    value=None if d.value is None else list(d.value),
+                )
+                for d in timeline.entries
+                if isinstance(d, _Decision)
+            ],
             truncated=timeline.truncated,
         )
+
+
+def _text(text: str) -> str:
+    """`text` as an entry keeps it: its first `TEXT_BYTES` of UTF-8, marked with `…` when cut."""
+    if len(text) <= TEXT_BYTES and (text.isascii() or len(text.encode("utf-8", "surrogatepass")) <= TEXT_BYTES):
+        return text
+    return text.encode("utf-8", "surrogatepass")[: TEXT_BYTES - 3].decode("utf-8", "ignore") + "…"
+
+
+def _maybe_text(text: str | None) -> str | None:
+    return None if text is None else _text(text)
+
+
+def _value(value: Sequence[int] | None) -> tuple[int, ...] | None:
+    return None if value is None else tuple(value)

@@ -5,8 +5,10 @@ token acts on it (`auth.py`); the MAC only tells apart, for a session that is no
 (answered 404, so a client registers it again after an expiry or a restart) from everyone else (answered exactly as
 for another session's id: unknown and foreign sessions are indistinguishable without the session's token).
 
-Invariants: the key is 32 random bytes kept in the state directory (mode 0600), so tokens issued before a restart
-still prove their session after it; a token proves exactly one session id; checking is constant-time.
+Invariants: the key is 32 random bytes kept in the state directory, so tokens issued before a restart still prove
+their session after it; the key file is the user's alone (0600, `private_files.py`): a looser mode found at start-up
+is tightened and logged before the key is read, and a key written anew is a new file of mode 0600; a token proves
+exactly one session id; checking is constant-time.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import os
 import secrets
 from pathlib import Path
+
+from ..private_files import log_tightened, make_directory, tighten, write_private
 
 KEY_FILE = "session-token.key"
 
@@ -31,17 +34,19 @@ class SessionTokens:
 
     @classmethod
     def in_state_dir(cls, state_dir: Path) -> SessionTokens:
-        path = state_dir.expanduser() / KEY_FILE
+        """The key kept in `state_dir`, made first if there is none (or not a key). Raises `OSError` when the key
+        cannot be read, written or made private."""
+        directory = state_dir.expanduser()
+        path = directory / KEY_FILE
+        make_directory(directory)
+        log_tightened(directory, tighten([path]))
         try:
             key = path.read_bytes()
         except FileNotFoundError:
             key = b""
         if len(key) != 32:
             key = secrets.token_bytes(32)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "wb") as file:
-                file.write(key)
+            write_private(path, key)
         return cls(key)
 
     def _mac(self, session_id: str, nonce: str) -> str:

@@ -40,6 +40,9 @@ class FaultRow:
 RUNS: dict[str, str] = {
     "coordinator": "coordinator:run",
     "redis-lost": "redis:run",
+    "disk-full": "disk:run",
+    "token-flood": "flood:run",
     "scrapes": "scrapes:run",
+    "node-refuses": "refusals:run",
 }
 """Run name → `module:function` under this package; the function takes no argument and returns `list[FaultRow]`."""

@@ -1,0 +1,74 @@
+"""The live driver's side of node demotion (`core/demotion.py`): one log line per demotion and per restoration, the
+probes the core asks for (`fleet/probe.py`), and the Prometheus series an operator alerts on.
+
+Series (read from the core at scrape time, like the other state figures of `metrics.py`, so they cannot drift):
+`tao_node_refused_calls_total{node}` (calls clients reported refused), `tao_node_demotions_total{node}`,
+`tao_node_restorations_total{node}`, and the gauge `tao_node_demoted{node}` (1 while demoted). A replica that takes
+over starts its counts from zero, which Prometheus reads as a counter reset.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from ..core.actions import Action, NodeDemoted, NodeRestored, ProbeNode
+from ..fleet.probe import NodeProber
+
+if TYPE_CHECKING:
+    from .service import CoordinatorService
+
+log = logging.getLogger("tao.coordinator")
+
+
+class DemotionDriver:
+    def __init__(self, service: CoordinatorService) -> None:
+        self.service = service
+        urls = {name: node.url for name, node in service.nodes.items()}
+        self.prober = NodeProber(urls, service.feed)
+        service.metrics.registry.register(_DemotionCollector(service))
+
+    def carry_out(self, action: Action) -> None:
+        match action:
+            case NodeDemoted():
+                log.warning("node %s demoted: %s; probing it until it serves again", action.node, action.reason)
+            case ProbeNode():
+                self.prober.start(action.node)
+            case NodeRestored():
+                log.info(
+                    "node %s serves again (a probe call answered): restored after %.1f s", action.node, action.demoted_s
+                )
+
+    async def stop(self) -> None:
+        await self.prober.stop()
+
+
+class _DemotionCollector(Collector):
+    def __init__(self, service: CoordinatorService) -> None:
+        self.service = service
+
+    def collect(self) -> Iterator[Metric]:
+        core = self.service.coordinator
+        demotions = core.demotions
+        refused = CounterMetricFamily(
+            "tao_node_refused_calls",
+            "Model calls clients reported the node refused (503, 429, refused or reset).",
+            labels=["node"],
+        )
+        demoted = CounterMetricFamily(
+            "tao_node_demotions", "Times the node was demoted for refusing calls in a row.", labels=["node"]
+        )
+        restored = CounterMetricFamily(
+            "tao_node_restorations", "Times a probe call found the demoted node serving again.", labels=["node"]
+        )
+        now = GaugeMetricFamily("tao_node_demoted", "1 while the node is demoted.", labels=["node"])
+        for name in sorted(core.state.nodes):
+            refused.add_metric([name], demotions.refused_total[name])
+            demoted.add_metric([name], demotions.demoted_total[name])
+            restored.add_metric([name], demotions.restored_total[name])
+            now.add_metric([name], 1.0 if demotions.is_demoted(name) else 0.0)
+        yield from (refused, demoted, restored, now)
