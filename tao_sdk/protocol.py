@@ -1,7 +1,8 @@
 """The coordinator's wire protocol (`/v1`, design §3): the JSON bodies both the SDK and the coordinator speak.
 
-One pydantic model per body, validated on both sides. Unknown fields are rejected, so a typo in a client is a 422
-naming the field rather than a silently ignored value. Times are seconds; `deadline` is a Unix timestamp (wall
+One pydantic model per body, validated on both sides. Unknown fields in a request are rejected, so a typo in a
+client is a 422 naming the field rather than a silently ignored value; unknown fields in an answer are ignored, so
+an older client reads a newer coordinator's answers. Times are seconds; `deadline` is a Unix timestamp (wall
 clock), the only absolute time on the wire.
 """
 
@@ -26,7 +27,16 @@ NodeName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 
 
 class _Body(BaseModel):
+    """A request's body: an unknown field is a 422 naming it."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _Answer(BaseModel):
+    """A coordinator's answer: fields a client does not know are ignored, so a client keeps working beside a newer
+    coordinator (one upgraded first, as fleets roll upgrades out)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
 
 
 class AgentContext(_Body):
@@ -59,7 +69,7 @@ class RegisterRequest(_Body):
     expected_input_tokens: int | None = Field(default=None, ge=0, le=100_000_000)
 
 
-class RegisterResponse(_Body):
+class RegisterResponse(_Answer):
     session_id: str
     session_token: str
     """Bearer token for every call about this session; only it can act on the session."""
@@ -82,7 +92,7 @@ class AcquireRequest(_Body):
     one of them, the answer is 503 with code `no_other_node`. Names the fleet no longer has are ignored."""
 
 
-class AcquireResponse(_Body):
+class AcquireResponse(_Answer):
     """An admitted answer names its node (`node`, and `node_url`, an http(s) URL); a waiting one need not."""
 
     status: Literal["admitted", "waiting"]
@@ -164,7 +174,7 @@ class EventsRequest(_Body):
     events: list[BatchedEvent] = Field(min_length=1, max_length=1_000)
 
 
-class EventResult(_Body):
+class EventResult(_Answer):
     ok: bool
     status: int
     error: str | None = None
@@ -172,11 +182,11 @@ class EventResult(_Body):
     """Set for a successful `register`."""
 
 
-class EventsResponse(_Body):
+class EventsResponse(_Answer):
     results: list[EventResult]
 
 
-class SessionView(_Body):
+class SessionView(_Answer):
     """The coordinator's view of a session, sent with every 409 about it: the coordinator is the judge of a
     session's phase, and a client converges on it (`tao_sdk/router.py`)."""
 
@@ -196,7 +206,7 @@ LEADER_HEADER = "X-TAO-Leader"
 """On a 421 from a standby replica: where the leader serves, as `ErrorBody.leader` has it."""
 
 
-class ErrorBody(_Body):
+class ErrorBody(_Answer):
     error: str
     field: str | None = None
     code: str | None = None
@@ -209,7 +219,7 @@ class ErrorBody(_Body):
     """On a 421: the leader the replica last saw, if any (also in the `X-TAO-Leader` header)."""
 
 
-class NodeInfo(_Body):
+class NodeInfo(_Answer):
     name: str
     url: str
     healthy: bool
@@ -231,7 +241,7 @@ class NodeInfo(_Body):
     or changed without a restart): nothing is placed here until it reports one that can."""
 
 
-class SessionInfo(_Body):
+class SessionInfo(_Answer):
     session_id: str
     phase: str
     node: str | None
@@ -247,7 +257,7 @@ class SessionInfo(_Body):
     """As registered, or as the latest acquire that named them replaced them."""
 
 
-class TimelinePhase(_Body):
+class TimelinePhase(_Answer):
     """One span of a session's life in one phase (and on one node, or none)."""
 
     phase: str
@@ -259,7 +269,7 @@ class TimelinePhase(_Body):
     """The node the session held during the span."""
 
 
-class TimelineTool(_Body):
+class TimelineTool(_Answer):
     call_id: str
     tool: str
     program: str | None = None
@@ -274,7 +284,7 @@ class TimelineTool(_Body):
     status: str | None = None
 
 
-class TimelineWait(_Body):
+class TimelineWait(_Answer):
     """Time spent in WAITING, from the acquire that found no place until a place was given."""
 
     since: float
@@ -284,7 +294,7 @@ class TimelineWait(_Body):
     """Where it was placed; None while it waits, or when it closed waiting."""
 
 
-class TimelineCall(_Body):
+class TimelineCall(_Answer):
     node: str
     ended_at: float
     prompt_tokens: int | None = None
@@ -295,7 +305,7 @@ class TimelineCall(_Body):
     error: str | None = None
 
 
-class TimelineDecision(_Body):
+class TimelineDecision(_Answer):
     """A place given or taken: by a plan (its number and solver method), by fast admission, or by a router."""
 
     at: float
@@ -312,7 +322,7 @@ class TimelineDecision(_Body):
     policy has a value model; the components are named by the decision log's `signals`."""
 
 
-class SessionTimeline(_Body):
+class SessionTimeline(_Answer):
     """`GET /v1/sessions/{id}`: what the coordinator saw of a session and decided for it, live or recently closed.
     Each list keeps the session's latest entries only (`timeline_entries` in all); `truncated` counts those dropped."""
 
