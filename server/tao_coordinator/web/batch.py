@@ -1,7 +1,14 @@
 """`POST /v1/events`: a batch of events from a short-lived hook process, applied in order, each answered on its
-own — one bad event fails alone and changes nothing, the others still apply."""
+own — one bad event fails alone and changes nothing, the others still apply.
+
+A tool end is answered once its row is stored (`CoordinatorService.tool_end`). The batch does not wait for each
+commit in turn: a tool end's wait overlaps the events of other sessions after it, so the store commits the batch's
+rows together. Order is kept where it means something, within a session: an event waits for the tool end of its
+session before it. The answer waits for every one."""
 
 from __future__ import annotations
+
+import asyncio
 
 from aiohttp import web
 from pydantic import BaseModel
@@ -22,8 +29,18 @@ from .service import CoordinatorService, SessionGone
 
 async def post_events(request: web.Request) -> web.Response:
     batch = await read_body(request, protocol.EventsRequest)
-    results = [await _apply(request, event) for event in batch.events]
-    answer = protocol.EventsResponse(results=results)
+    storing: dict[str, asyncio.Task[protocol.EventResult]] = {}  # by session: its tool end being stored
+    results: list[asyncio.Task[protocol.EventResult] | protocol.EventResult] = []
+    for event in batch.events:
+        if (before := storing.pop(event.session_id, None)) is not None:
+            await asyncio.wait([before])
+        if event.kind == "tool_end":
+            storing[event.session_id] = task = asyncio.ensure_future(_apply(request, event))
+            results.append(task)
+        else:
+            results.append(await _apply(request, event))
+    answered = [await result if isinstance(result, asyncio.Task) else result for result in results]
+    answer = protocol.EventsResponse(results=answered)
     return web.json_response(answer.model_dump(mode="json", exclude_none=True))
 
 
