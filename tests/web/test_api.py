@@ -133,3 +133,24 @@ async def test_a_batch_applies_each_event_on_its_own(tmp_path, fleet):
         ]
         assert c.service.coordinator.history.shared("bash").oldest_first() == [1.25]
         assert (await c.call("POST", "/v1/events", {"events": []}))[0] == 422
+
+
+async def test_a_batch_keeps_each_sessions_order_while_its_tool_ends_are_stored_together(tmp_path, fleet):
+    """Two sessions reuse one call id three times each, interleaved in one batch: a `tool_start` after a `tool_end`
+    of its session finds the call ended (its row stored and the core fed), or it would be refused as running."""
+    async with running_coordinator(tmp_path, fleet) as c:
+        sessions = [await c.register() for _ in range(2)]
+        events = []
+        for k in range(3):
+            for session, token in sessions:
+                start = {"call_id": "x", "tool": "bash"}
+                events.append(
+                    {"kind": "tool_start", "session_id": session, "session_token": token, "tool_start": start}
+                )
+            for session, token in sessions:
+                end = {"call_id": "x", "duration_s": 1.0 + k}
+                events.append({"kind": "tool_end", "session_id": session, "session_token": token, "tool_end": end})
+        status, answer = await c.call("POST", "/v1/events", {"events": events})
+        assert status == 200 and [r["status"] for r in answer["results"]] == [204] * 12
+        assert sorted(c.service.coordinator.history.shared("bash").oldest_first()) == [1.0, 1.0, 2.0, 2.0, 3.0, 3.0]
+        assert c.service.store.rows() == 6  # each acknowledged tool end is in the file when the answer comes
