@@ -261,6 +261,10 @@ class Calls:
             if self.state.token_refused is not None:
                 raise AuthenticationFailed(f"{self.state.token_refused}, and {hint}")
             raise NoNodeAvailable(f"{cause} and {hint}")
+        return self._own_among(nodes)
+
+    def _own_among(self, nodes: list[str]) -> Grant:
+        """The session's fail-open node among `nodes` (sorted, not empty): the same one each time, for its cache."""
         digest = int.from_bytes(hashlib.sha256(self.state.session_id.encode()).digest()[:8], "big")
         url = nodes[digest % len(nodes)].rstrip("/")
         return Grant(url, url, None, detached=True)
@@ -366,6 +370,7 @@ class Calls:
         # Overlapping calls share the session's place, and the coordinator knows only the newest call's lease.
         last = self.state.last
         lease_id = last.lease_id if last is not None and last.node == grant.node and last.lease_id else grant.lease_id
+        error = usage.error or ("refused" if usage.refused else None)
         body = protocol.LlmEndRequest(
             lease_id=lease_id,
             node=grant.node,
@@ -374,7 +379,7 @@ class Calls:
             completion_tokens=usage.completion_tokens,
             ttft_s=usage.ttft_s,
             duration_s=duration_s,
-            error=(usage.error or ("refused" if usage.refused else None) or "")[:2_000] or None,
+            error=None if error is None else error[: protocol.ERROR_MAX_CHARS],
             refused=usage.refused,
         )
         return body.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
@@ -388,23 +393,15 @@ class Calls:
             log.debug("tao: node %s refused a call of session %s (%s)", grant.node, self.state.session_id, how)
 
     def fallback_after(self, refused: Grant) -> Grant | None:
-        """For a refused call the coordinator cannot place: the node after the refuser in the (sorted) fail-open
-        list, or the session's own fail-open node when the refuser is not listed; None when only the refuser is."""
+        """For a refused call the coordinator cannot place: the session's own fail-open node among the others than
+        the refuser; None when the refuser is the only one."""
         url = refused.node_url.rstrip("/")
-        nodes = sorted({node.rstrip("/") for node in self.config.fallback_nodes})
-        others = [node for node in nodes if node != url]
-        if not others:
-            return None
-        if url in nodes:
-            chosen = nodes[(nodes.index(url) + 1) % len(nodes)]
-        else:
-            digest = int.from_bytes(hashlib.sha256(self.state.session_id.encode()).digest()[:8], "big")
-            chosen = others[digest % len(others)]
-        return Grant(chosen, chosen, None, detached=True)
+        others = sorted({node.rstrip("/") for node in self.config.fallback_nodes} - {url})
+        return self._own_among(others) if others else None
 
     def rerouted(self, status: int, answer: Any, refused: Grant) -> Grant | None:
         """Where the coordinator sends a refused call (its answer to an acquire avoiding the refuser): its grant;
-        None when it says no other node can take it (the caller gets the refusal); the fail-open list's next node
+        None when it says no other node can take it (the caller gets the refusal); another fail-open node
         when it cannot say (no node healthy, the session unknown after a restart, …)."""
         if status == 200:
             return self.granted(answer)

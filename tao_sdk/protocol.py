@@ -24,6 +24,8 @@ LabelValue = Annotated[str, StringConstraints(max_length=LABEL_VALUE_MAX)]
 ToolName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 StepId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 NodeName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+ERROR_MAX_CHARS = 2_000
+"""The longest error text a call's report carries; a client cuts a longer one."""
 
 
 class _Body(BaseModel):
@@ -120,7 +122,7 @@ class LlmEndRequest(_Body):
     completion_tokens: int | None = Field(default=None, ge=0, le=100_000_000)
     ttft_s: float | None = Field(default=None, ge=0, le=86_400)
     duration_s: float | None = Field(default=None, ge=0, le=86_400)
-    error: str | None = Field(default=None, max_length=2_000)
+    error: str | None = Field(default=None, max_length=ERROR_MAX_CHARS)
     refused: bool = False
     """The node refused the call before sending any of its answer — connection refused, connection reset before
     the response, HTTP 503 or 429 — so the call never ran there (`error` says how; required then). The session
@@ -255,6 +257,16 @@ class SessionInfo(_Answer):
     """The step of the session's latest acquire that named one."""
     expected_next_tools: list[str] = Field(default_factory=list)
     """As registered, or as the latest acquire that named them replaced them."""
+
+
+class SessionPage(_Answer):
+    """`GET /v1/sessions`: one page of the live sessions, in the order of their ids."""
+
+    sessions: list[SessionInfo]
+    next_cursor: str | None = None
+    """Pass it as `cursor` for the next page; null on the last page."""
+    total: int = Field(ge=0)
+    """Live sessions in all, when this page was read."""
 
 
 class TimelinePhase(_Answer):

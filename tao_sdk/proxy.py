@@ -39,9 +39,10 @@ import aiohttp
 from aiohttp import web
 
 from . import protocol
+from .calls import describe
 from .errors import AuthenticationFailed, NoNodeAvailable
 from .ids import SESSION_ID_PATTERN
-from .refusals import describe, refused_status
+from .refusals import refused_status
 from .replicas import coordinator_urls
 from .router import AsyncRouter, Grant, SessionConfig, Step
 from .usage import Usage, UsageObserver

@@ -4,7 +4,7 @@ A node refused a call when it answered none of it: the connection was refused (a
 response began, or the answer is HTTP 503 (vLLM's queue is full, its engine is down) or 429. Such a call never ran,
 so it is safe to send again. It is reported (`llm_end` with `refused`: the coordinator counts it against the node,
 and moves the session's place), then sent once more, to another node: the one the coordinator names when asked to
-avoid the refuser (`AcquireRequest.avoid_nodes`), else — the coordinator away, or unable to say — the next node of
+avoid the refuser (`AcquireRequest.avoid_nodes`), else — the coordinator away, or unable to say — another node of
 the fail-open list (`Calls.fallback_after`). With no other node, the caller gets the refusal as it came. The second
 node's answer, whatever it is, is the call's answer: a call is retried at most once.
 
@@ -16,6 +16,8 @@ their own I/O, and the routers (`router.py`) carry out the retry's acquire.
 from __future__ import annotations
 
 import httpx2
+
+from .calls import describe
 
 REFUSAL_STATUSES = frozenset({429, 503})
 
@@ -37,8 +39,3 @@ def refused_status(status: int) -> str | None:
 def httpx_refusal(error: BaseException) -> str | None:
     """How an httpx2 error raised before any response refused the call, or None when it is not a refusal."""
     return describe(error) if isinstance(error, _REFUSING_ERRORS) else None
-
-
-def describe(error: BaseException) -> str:
-    text = str(error)
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__

@@ -30,7 +30,7 @@ retry while detached tries each replica once.
 
 A call a node refused (`refusals.py`) is sent again once: `reroute` reports nothing itself (the transport has
 reported the refusal with `llm_end`), waits until that report is out, and asks the coordinator for a node other than
-the refuser; routing on its own, or when the coordinator cannot say, it takes the next node of the fail-open list.
+the refuser; routing on its own, or when the coordinator cannot say, it takes its own fail-open node among the others.
 
 `SyncRouter` and `AsyncRouter` share everything but their I/O (`calls.Calls` builds the requests and reads the
 answers); the async one never blocks the event loop. Reports go out in order from a background worker, so only

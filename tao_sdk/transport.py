@@ -25,7 +25,8 @@ from typing import Any
 
 import httpx2
 
-from .refusals import describe, httpx_refusal, refused_status
+from .calls import describe
+from .refusals import httpx_refusal, refused_status
 from .router import AsyncRouter, Grant, SyncRouter
 from .tls import shared_ssl_context
 from .usage import Usage, UsageObserver

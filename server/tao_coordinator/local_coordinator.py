@@ -8,6 +8,7 @@ out, whatever happened inside.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -105,8 +106,8 @@ def coordinator_process(
             command += ["--node", spec]
         command += list(extra_args)
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 (closed below)
-        server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)
+        with open(log_path, "ab") if log_path else contextlib.nullcontext(subprocess.DEVNULL) as log:
+            server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)  # the child holds it
         running = CoordinatorProcess(f"http://127.0.0.1:{port}", server, log_path)
         try:
             wait_ready(running.url, server)
@@ -116,8 +117,6 @@ def coordinator_process(
                 server.send_signal(signal.SIGCONT)
                 server.terminate()
                 server.wait(10)
-            if log_path:
-                log.close()  # type: ignore[union-attr]
 
 
 @contextmanager

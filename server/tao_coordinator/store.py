@@ -158,8 +158,7 @@ def _problem(path: Path) -> tuple[bool, str] | None:
         verdict = str(db.execute("PRAGMA quick_check").fetchone()[0])
         if verdict != "ok":
             return True, verdict
-        version = int(db.execute("PRAGMA user_version").fetchone()[0])
-        db.execute(f"PRAGMA user_version = {version}")  # a write: a read-only file or a full disk shows here
+        write_one_page(db)  # a read-only file or a full disk shows here
     except sqlite3.Error as error:
         corrupt = error.sqlite_errorcode & 0xFF in CORRUPT_CODES
         return corrupt, str(error) if corrupt or not _read_only(path.parent) else "its file system is read-only"
@@ -171,6 +170,12 @@ def _problem(path: Path) -> tuple[bool, str] | None:
     except OSError as error:
         return False, f"its mode cannot be made owner-only: {error.strerror or error}"
     return None
+
+
+def write_one_page(db: sqlite3.Connection) -> None:
+    """The smallest write there is, changing nothing: the header's user version, set to itself."""
+    version = int(db.execute("PRAGMA user_version").fetchone()[0])
+    db.execute(f"PRAGMA user_version = {version}")
 
 
 def _read_only(directory: Path) -> bool:
@@ -408,10 +413,9 @@ class HistoryStore:
         return len(live)
 
     def _probe(self, db: sqlite3.Connection) -> None:
-        """While failing: a write of one page (the header's user version, set to itself) says whether writes work."""
+        """While failing: whether the smallest write works again."""
         try:
-            version = int(db.execute("PRAGMA user_version").fetchone()[0])
-            db.execute(f"PRAGMA user_version = {version}")
+            write_one_page(db)
         except sqlite3.Error:
             return
         self._recovered()

@@ -15,6 +15,7 @@ from tao_coordinator.fleet.poller import NodeObservation, NodePoller
 from tao_coordinator.sim.node import NodeProfile, StepCoefficients
 from tao_coordinator.web.service import CoordinatorService
 from tests.conftest import listen_to_feed
+from tests.fleet.conftest import scripted_node
 
 
 async def test_a_node_answering_garbage_is_reported_unhealthy():
@@ -24,21 +25,12 @@ async def test_a_node_answering_garbage_is_reported_unhealthy():
     async def metrics(request: web.Request) -> web.Response:
         return web.Response(body=b"\xff\xfe not utf-8", content_type="text/plain")
 
-    app = web.Application()
-    app.router.add_get("/health", health)
-    app.router.add_get("/metrics", metrics)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
     seen: list[NodeObservation] = []
-    node = NodeConfig(name="n", url=f"http://127.0.0.1:{runner.addresses[0][1]}", capacity_tokens=1000)
-    try:
-        async with aiohttp.ClientSession() as http:
-            poller = NodePoller(node, FleetConfig(unhealthy_after=2), http, seen.append)
-            for _ in range(3):
-                await poller.scrape_once()
-    finally:
-        await runner.cleanup()
+    async with scripted_node({"/health": health, "/metrics": metrics}) as url, aiohttp.ClientSession() as http:
+        node = NodeConfig(name="n", url=url, capacity_tokens=1000)
+        poller = NodePoller(node, FleetConfig(unhealthy_after=2), http, seen.append)
+        for _ in range(3):
+            await poller.scrape_once()
     assert [o.healthy for o in seen] == [False, False]
     assert poller.failures == 3
 

@@ -10,6 +10,7 @@ from aiohttp import web
 from tao_coordinator.fakevllm import FakeFleet, FakeNodeConfig
 from tao_coordinator.fleet.probe import NodeProber, probe
 from tao_coordinator.local_coordinator import free_port
+from tests.fleet.conftest import scripted_node
 
 FAST = FakeNodeConfig(time_scale=50)
 
@@ -30,26 +31,18 @@ async def test_a_node_that_wants_an_api_key_counts_as_serving_and_each_answer_is
     async def refused(request: web.Request) -> web.Response:
         return web.json_response({"error": "Unauthorized"}, status=401)
 
-    app = web.Application()
-    app.router.add_get("/v1/models", refused)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
     reports = []
-    prober = NodeProber(
-        {"keyed": f"http://127.0.0.1:{port}", "gone": f"http://127.0.0.1:{free_port()}"}, reports.append
-    )
-    try:
-        prober.start("keyed")
-        prober.start("keyed")  # one probe at a time per node
-        prober.start("gone")
-        prober.start("unknown")  # no URL: nothing is sent
-        while prober.running:
-            await asyncio.sleep(0.01)
-    finally:
-        await prober.stop()
-        await runner.cleanup()
+    async with scripted_node({"/v1/models": refused}) as keyed:
+        prober = NodeProber({"keyed": keyed, "gone": f"http://127.0.0.1:{free_port()}"}, reports.append)
+        try:
+            prober.start("keyed")
+            prober.start("keyed")  # one probe at a time per node
+            prober.start("gone")
+            prober.start("unknown")  # no URL: nothing is sent
+            while prober.running:
+                await asyncio.sleep(0.01)
+        finally:
+            await prober.stop()
     by_node = {report.node_id: report for report in reports}
     assert len(reports) == 2 and by_node["keyed"].serves and not by_node["gone"].serves
     assert by_node["gone"].detail

@@ -15,6 +15,7 @@ from tao_coordinator.config import FleetConfig, NodeConfig
 from tao_coordinator.fleet.capacity_guard import CapacityGuard
 from tao_coordinator.fleet.poller import NodeObservation, NodePoller
 from tao_coordinator.fleet.vllm_metrics import MetricsFormatError, parse_metrics
+from tests.fleet.conftest import scripted_node
 
 DATA = Path(__file__).parent / "data"
 SERVING = (DATA / "vllm-0.33-dp2-serving.txt").read_text()
@@ -132,21 +133,11 @@ async def test_the_poller_keeps_a_known_cpu_tier_while_a_restarted_node_does_not
     async def health(request: web.Request) -> web.Response:
         return web.Response()
 
-    app = web.Application()
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/health", health)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
     seen: list[NodeObservation] = []
-    node = NodeConfig(name="n", url=f"http://127.0.0.1:{runner.addresses[0][1]}")
-    try:
-        async with aiohttp.ClientSession() as http:
-            poller = NodePoller(node, FleetConfig(), http, seen.append)
-            for _ in range(3):
-                await poller.scrape_once()
-    finally:
-        await runner.cleanup()
+    async with scripted_node({"/health": health, "/metrics": metrics}) as url, aiohttp.ClientSession() as http:
+        poller = NodePoller(NodeConfig(name="n", url=url), FleetConfig(), http, seen.append)
+        for _ in range(3):
+            await poller.scrape_once()
     assert [(o.cpu_capacity_tokens, o.cpu_tier_known) for o in seen] == [(0, False), (524288, True), (524288, True)]
     assert all(o.healthy for o in seen) and seen[1].admission_rejections == 4
     assert not math.isnan(seen[1].kv_usage)

@@ -252,7 +252,8 @@ def stall(
         for agent in agents:
             agent.join(30)
         progress.close()
-    during = [c for mine in calls for c in mine if c.ended > paused and c.started < resumed]
+    every = [c for mine in calls for c in mine]
+    during = [c for c in every if c.ended > paused and c.started < resumed]
     rescheduled = [
         min((c.ended - resumed for c in mine if c.scheduled and c.ended > resumed), default=float("inf"))
         for mine in calls
@@ -269,7 +270,7 @@ def stall(
         stuck_at_end=sum(phases.get(session) not in ("ready", "admitted", "waiting") for session in ids),
         failed=sum(c.failed for mine in calls for c in mine),
         durations_during_s=[c.ended - c.started for c in during],
-        durations_outside_s=[c.ended - c.started for mine in calls for c in mine if c not in during],
+        durations_outside_s=[c.ended - c.started for c in every if not (c.ended > paused and c.started < resumed)],
     )
 
 

@@ -44,7 +44,7 @@ from typing import Any
 from . import state_machine
 from .actions import Action, Expired, NodeDemoted, NodeRestored, ProbeNode, Route, StartPlan
 from .demotion import Demotions
-from .errors import DuplicateSession, IllegalTransition
+from .errors import DuplicateSession, IllegalTransition, NoOtherNode
 from .events import (
     Acquire,
     CacheResidency,
@@ -244,7 +244,7 @@ class Coordinator:
             **_agent_step(asked, event),
         )
         if avoid and (why := self.cannot_avoid(session, avoid)) is not None:
-            raise IllegalTransition(session.id, session.phase.name, "acquire", why)
+            raise NoOtherNode(session.id, session.phase.name, "acquire", why)
         if session.phase is Phase.IN_LLM:
             route_to = session.node
         elif session.phase in (Phase.IN_TOOL, Phase.CLOSED):

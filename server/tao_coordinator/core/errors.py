@@ -9,6 +9,7 @@ mutate last. The live driver maps them to 4xx answers (`UnknownSession` → 404,
     ├── UnknownNode         the node id is not part of the fleet
     ├── DuplicateSession    register with an id that is already live
     └── IllegalTransition   the event is not allowed in the session's current phase
+        └── NoOtherNode     a refused call's retry cannot be placed away from the nodes it must avoid
 """
 
 from __future__ import annotations
@@ -65,3 +66,8 @@ class IllegalTransition(CoreError):
         self.session_id = session_id
         self.phase = phase
         self.event = event
+
+
+class NoOtherNode(IllegalTransition):
+    """An acquire with `avoid_nodes` (the retry of a refused call) finds no usable node but those, or the session's
+    other call runs on one of them; nothing changed, and the client keeps the refusal it had."""

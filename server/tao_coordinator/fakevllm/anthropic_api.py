@@ -31,8 +31,8 @@ from aiohttp import web
 from . import openai_shapes as shapes
 from . import tokenizer
 from .anthropic_convert import to_openai
-from .errors import ApiError, EngineInputError, anthropic_stream_error
-from .http_common import SERVICE, check_model, dumps, open_stream, read_body, request_meta, sse_event
+from .errors import ApiError, anthropic_stream_error
+from .http_common import SERVICE, check_model, dumps, generate, open_stream, read_body, request_meta, sse_event
 from .policy import Conversation
 from .reply import Progress
 from .schemas import AnthropicCountTokensRequest, AnthropicMessagesRequest
@@ -70,14 +70,9 @@ async def messages(request: web.Request) -> web.StreamResponse:
             max_tokens_param="max_completion_tokens",  # vLLM sets both max_tokens and max_completion_tokens
             data_parallel_rank=meta.data_parallel_rank,
         )
-        try:
-            generation = service.generate(spec)
-        except EngineInputError as error:
-            if not body.stream:
-                raise
-            response = await open_stream(request, meta.request_id)
-            await response.write(anthropic_stream_error(error))
-            return response
+        generation = await generate(request, service, spec, bool(body.stream), anthropic_stream_error)
+        if isinstance(generation, web.StreamResponse):
+            return generation
     message_id = f"chatcmpl-{meta.request_id}"
     if body.stream:
         return await _stream(request, service, generation, message_id, model)

@@ -22,13 +22,13 @@ engine's first step. The HTTP and ZMQ sockets stay bound (a subscriber sees the 
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Literal, get_args
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 MetricsMode = Literal["ok", "nan", "inf", "-inf", "huge_capacity", "zero_capacity", "empty"]
-METRICS_MODES: tuple[str, ...] = ("ok", "nan", "inf", "-inf", "huge_capacity", "zero_capacity", "empty")
+METRICS_MODES: tuple[str, ...] = get_args(MetricsMode)
 HUGE_BLOCKS = 10**30
 
 _VALUES = {"nan": "NaN", "inf": "+Inf", "-inf": "-Inf"}

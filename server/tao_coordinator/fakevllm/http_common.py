@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 from multidict import CIMultiDictProxy
 
-from .errors import ModelNotFound
+from .errors import ApiError, EngineInputError, ModelNotFound
 from .schemas import Model, parse_request
-from .service import NodeService
+from .service import Generation, GenerationSpec, NodeService
 
 SERVICE: web.AppKey[NodeService] = web.AppKey("fake_vllm_service", NodeService)
 SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
@@ -60,6 +61,25 @@ def _integer(header: str | None) -> int | None:
         return int(header)
     except ValueError:
         return None
+
+
+async def generate(
+    request: web.Request,
+    service: NodeService,
+    spec: GenerationSpec,
+    stream: bool,
+    stream_error: Callable[[ApiError], bytes],
+) -> Generation | web.StreamResponse:
+    """The request on the node. What the engine client refuses is raised without streaming; a stream has answered
+    200 by then (vLLM 0.33), so it gets the route's error frames (`stream_error`) and ends."""
+    try:
+        return service.generate(spec)
+    except EngineInputError as error:
+        if not stream:
+            raise
+        response = await open_stream(request, spec.public_id)
+        await response.write(stream_error(error))
+        return response
 
 
 async def read_body(request: web.Request, model: type[Model]) -> Model:

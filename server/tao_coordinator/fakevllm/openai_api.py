@@ -19,8 +19,8 @@ from aiohttp import web
 
 from . import openai_shapes as shapes
 from . import tokenizer
-from .errors import BadRequest, EngineInputError, openai_stream_error
-from .http_common import SERVICE, check_model, dumps, open_stream, read_body, request_meta, sse_data
+from .errors import BadRequest, openai_stream_error
+from .http_common import SERVICE, check_model, dumps, generate, open_stream, read_body, request_meta, sse_data
 from .policy import Conversation
 from .schemas import ChatCompletionRequest, CompletionRequest, StreamOptions
 from .service import Generation, GenerationSpec, NodeService
@@ -48,7 +48,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         max_tokens_param=body.output_limit_param,
         data_parallel_rank=meta.data_parallel_rank,
     )
-    generation = await _generate(request, service, spec, bool(body.stream))
+    generation = await generate(request, service, spec, bool(body.stream), openai_stream_error)
     if isinstance(generation, web.StreamResponse):
         return generation
     response_id = f"chatcmpl-{meta.request_id}"
@@ -79,7 +79,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
         prompt_from_text=text is not None,
         data_parallel_rank=meta.data_parallel_rank,
     )
-    generation = await _generate(request, service, spec, bool(body.stream))
+    generation = await generate(request, service, spec, bool(body.stream), openai_stream_error)
     if isinstance(generation, web.StreamResponse):
         return generation
     response_id = f"cmpl-{meta.request_id}"
@@ -92,20 +92,6 @@ async def completions(request: web.Request) -> web.StreamResponse:
     payload.update(service_tier=None, system_fingerprint=None, kv_transfer_params=None)
     payload["usage"] = shapes.usage(generation, service.config.enable_prompt_tokens_details, route="completion")
     return web.json_response(payload, dumps=dumps, headers={"X-Request-Id": meta.request_id})
-
-
-async def _generate(
-    request: web.Request, service: NodeService, spec: GenerationSpec, stream: bool
-) -> Generation | web.StreamResponse:
-    """The request on the node; for a stream the engine client's refusal comes inside the opened 200 stream."""
-    try:
-        return service.generate(spec)
-    except EngineInputError as error:
-        if not stream:
-            raise
-        response = await open_stream(request, spec.public_id)
-        await response.write(openai_stream_error(error))
-        return response
 
 
 def _prompt_text(prompt: str | list[int] | list[str] | list[list[int]]) -> str | None:

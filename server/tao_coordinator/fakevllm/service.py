@@ -135,16 +135,19 @@ class NodeService:
         self.profile = config.node_profile()
         self.policy = config.policy
         self.clock = ScaledClock(config.time_scale)
-        engine = NodeEngine(self.profile, policy=config.scheduling_policy, start_time=self.clock.now())
-        self.driver = EngineDriver(engine, self.clock, config.tick_seconds, self._on_events)
-        self.registry = BlockIdRegistry()
         self.publisher = KvEventPublisher(config.kv_events) if config.kv_events is not None else None
-        self._kv = KvTranslator(self.registry, self.profile.block_size, wire=self.publisher is not None)
-        self.metrics = NodeMetrics(config.served_model_name, self.profile, config.cpu_kv_gib)
-        self._max_tokens: dict[str, int] = {}
-        self._cpu_reset = False
+        self.driver = EngineDriver(self._new_process(), self.clock, config.tick_seconds, self._on_events)
         self._ids = itertools.count()
         self.started = time.time()
+
+    def _new_process(self) -> NodeEngine:
+        """What a vLLM process starts with: an empty engine, block ids, counters; the engine is returned."""
+        self.registry = BlockIdRegistry()
+        self._kv = KvTranslator(self.registry, self.profile.block_size, wire=self.publisher is not None)
+        self.metrics = NodeMetrics(self.config.served_model_name, self.profile, self.config.cpu_kv_gib)
+        self._max_tokens: dict[str, int] = {}
+        self._cpu_reset = False
+        return NodeEngine(self.profile, policy=self.config.scheduling_policy, start_time=self.clock.now())
 
     @property
     def max_model_len(self) -> int:
@@ -202,13 +205,7 @@ class NodeService:
     def restart(self) -> None:
         """As the process would after a crash and a restart (`faults.py`): the requests in flight fail; the engine,
         its caches, block ids and counters start afresh; KV-event numbers start again at 0."""
-        engine = NodeEngine(self.profile, policy=self.config.scheduling_policy, start_time=self.clock.now())
-        self.driver.replace_engine(engine)
-        self.registry = BlockIdRegistry()
-        self._kv = KvTranslator(self.registry, self.profile.block_size, wire=self.publisher is not None)
-        self.metrics = NodeMetrics(self.config.served_model_name, self.profile, self.config.cpu_kv_gib)
-        self._max_tokens.clear()
-        self._cpu_reset = False
+        self.driver.replace_engine(self._new_process())
         if self.publisher is not None:
             self.publisher.restart()
 

@@ -103,21 +103,21 @@ class NodeKvIndex:
             if tier is not None:
                 for block in ((rank, h) for h in event.hashes):
                     self._tiers[tier].remove(block)
-        elif isinstance(event, Cleared):
-            self.clear(rank)
+        elif isinstance(event, Cleared):  # vLLM clears HBM only
+            self._tiers["GPU"].clear(rank)
 
     def sessions(self) -> int:
         """Sessions holding at least one block in HBM: the index keeps no key for any other."""
         return len(self._tiers["GPU"].per_session)
 
-    def clear(self, rank: int, tier: Tier = "GPU") -> None:
-        """Forget the blocks of one data-parallel rank in one tier."""
-        self._tiers[tier].clear(rank)
-
-    def reset(self, rank: int) -> None:
-        """Forget everything of one rank, every tier: its engine restarted (a new process holds no cache)."""
+    def clear(self, rank: int) -> None:
+        """Forget the blocks of one data-parallel rank, in every tier (events lost may have been either tier's)."""
         for tier in self._tiers.values():
             tier.clear(rank)
+
+    def reset(self, rank: int) -> None:
+        """Forget everything of one rank: its engine restarted (a new process holds no cache)."""
+        self.clear(rank)
         self.resets += 1
 
     def tokens_of(self, session_id: str, tier: Tier = "GPU") -> int:

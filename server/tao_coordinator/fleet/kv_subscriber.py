@@ -98,7 +98,7 @@ class KvEventSubscriber:
         self.last_seq = -1
         replayed = seq > 0 and self.replay_endpoint is not None and await self._replay(0, seq)
         if seq > 0 and not replayed:  # what a partial replay applied may miss a removal: start from nothing
-            self._forget_rank()
+            self.index.clear(self.rank)
             self.last_seq = seq - 1
         log.warning(
             "node %s rank %d: KV-event numbers went back to %d: the engine restarted; its index is rebuilt from its "
@@ -130,13 +130,8 @@ class KvEventSubscriber:
             first_missing,
             next_live - 1,
         )
-        self._forget_rank()
+        self.index.clear(self.rank)
         self.last_seq = next_live - 1
-
-    def _forget_rank(self) -> None:
-        """Lost events may be either tier's: both are rebuilt."""
-        self.index.clear(self.rank, "GPU")
-        self.index.clear(self.rank, "CPU")
 
     async def _replay(self, first_missing: int, next_live: int) -> bool:
         assert self.replay_endpoint is not None

@@ -23,6 +23,8 @@ from typing import Any
 
 import aiohttp
 
+from tao_sdk.calls import describe
+
 from ..core.events import NodeProbed
 
 log = logging.getLogger("tao.fleet")
@@ -53,7 +55,7 @@ async def probe(http: aiohttp.ClientSession, url: str, timeout_s: float = PROBE_
                     return f"a one-token completion answered {reply.status}"
                 answer = await reply.json(content_type=None)
     except (aiohttp.ClientError, TimeoutError, ValueError) as error:
-        return _described(error)
+        return describe(error)
     if not isinstance(answer, dict) or not answer.get("choices"):
         return "a one-token completion answered without a choice"
     return None
@@ -64,11 +66,6 @@ def _first_model(listed: Any) -> str | None:
     first = data[0] if isinstance(data, list) and data else None
     model = first.get("id") if isinstance(first, dict) else None
     return model if isinstance(model, str) and model else None
-
-
-def _described(error: BaseException) -> str:
-    text = str(error)
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 class NodeProber:
@@ -97,7 +94,7 @@ class NodeProber:
         try:
             self.report(NodeProbed(node, serves=why is None, detail=why or ""))
         except Exception as error:  # the node may have left the fleet meanwhile; the next probe asks again
-            log.warning("node %s: a probe's answer could not be handed to the core: %s", node, _described(error))
+            log.warning("node %s: a probe's answer could not be handed to the core: %s", node, describe(error))
 
     async def stop(self) -> None:
         tasks = list(self.running.values())

@@ -121,7 +121,6 @@ _LIMITS = {"vllm:kv_cache_usage_perc": 1.0} | dict.fromkeys(_SECONDS, math.inf) 
 
 def parse_metrics(text: str) -> NodeMetrics:
     samples: dict[str, float] = {}
-    counts: dict[str, int] = {}
     cache_config: dict[str, str] | None = None
     config_engines: set[str] = set()
     running_engines: set[str] = set()
@@ -151,7 +150,6 @@ def parse_metrics(text: str) -> NodeMetrics:
                 if sample.name == "vllm:num_requests_running":
                     running_engines.add(sample.labels.get("engine", ""))
                 samples[sample.name] = samples.get(sample.name, 0.0) + sample.value
-                counts[sample.name] = counts.get(sample.name, 0) + 1
     except MetricsFormatError:
         raise
     except (ValueError, IndexError) as error:
@@ -164,45 +162,41 @@ def parse_metrics(text: str) -> NodeMetrics:
     if cache_config is not None:
         capacity, block_size = _capacity(cache_config, ranks)
 
-    def count(name: str) -> float:
-        return _checked(name, samples.get(name, 0.0), COUNT_LIMIT)
-
-    def seconds(name: str) -> float:
-        return _checked(name, samples.get(name, 0.0), math.inf)
+    def value(name: str) -> float:  # a sum of samples each checked as they were read
+        return samples.get(name, 0.0)
 
     start = samples.get("process_start_time_seconds")
     return NodeMetrics(
         capacity_tokens=capacity,
         block_size=block_size,
-        running=int(count("vllm:num_requests_running")),
-        waiting=int(count("vllm:num_requests_waiting")),
+        running=int(value("vllm:num_requests_running")),
+        waiting=int(value("vllm:num_requests_waiting")),
         kv_usage=sum(usages) / len(usages) if usages else 0.0,
-        prefix_queries=count("vllm:prefix_cache_queries_total"),
-        prefix_hits=count("vllm:prefix_cache_hits_total"),
-        preemptions=count("vllm:num_preemptions_total"),
-        prompt_computed=count("vllm:prompt_tokens_by_source_total:local_compute"),
-        prompt_loaded=count("vllm:prompt_tokens_by_source_total:external_kv_transfer"),
-        prefill_seconds=seconds("vllm:request_prefill_time_seconds_sum"),
-        decode_seconds=seconds("vllm:inter_token_latency_seconds_sum"),
-        decode_tokens=count("vllm:inter_token_latency_seconds_count"),
-        generation_tokens=count("vllm:generation_tokens_total"),
-        offload_load_seconds=seconds("vllm:kv_offload_load_time_total"),
-        kv_fetch_waiting=int(sum(count(f"vllm:num_requests_kv_fetch_by_stage:{s}") for s in _KV_FETCH_WAITING)),
+        prefix_queries=value("vllm:prefix_cache_queries_total"),
+        prefix_hits=value("vllm:prefix_cache_hits_total"),
+        preemptions=value("vllm:num_preemptions_total"),
+        prompt_computed=value("vllm:prompt_tokens_by_source_total:local_compute"),
+        prompt_loaded=value("vllm:prompt_tokens_by_source_total:external_kv_transfer"),
+        prefill_seconds=value("vllm:request_prefill_time_seconds_sum"),
+        decode_seconds=value("vllm:inter_token_latency_seconds_sum"),
+        decode_tokens=value("vllm:inter_token_latency_seconds_count"),
+        generation_tokens=value("vllm:generation_tokens_total"),
+        offload_load_seconds=value("vllm:kv_offload_load_time_total"),
+        kv_fetch_waiting=int(sum(value(f"vllm:num_requests_kv_fetch_by_stage:{s}") for s in _KV_FETCH_WAITING)),
         cpu_capacity_tokens=_cpu_capacity(offload_configs, block_size, ranks),
-        admission_rejections=count("vllm:admission_rejections_total"),
-        host_cached_tokens=count("vllm:prompt_tokens_cached_by_source_total:host"),
+        admission_rejections=value("vllm:admission_rejections_total"),
+        host_cached_tokens=value("vllm:prompt_tokens_cached_by_source_total:host"),
         ranks=ranks,
         process_start=start,
     )
 
 
-def _checked(name: str, value: float, limit: float) -> float:
-    """`value` if it is a figure a node can report (finite, within [0, limit]); else the error naming it."""
+def _checked(name: str, value: float, limit: float) -> None:
+    """Raise the error naming `name` unless `value` is a figure a node can report (finite, within [0, limit])."""
     if math.isnan(value) or math.isinf(value):
         raise MetricsFormatError(f"{name} is {_render(value)}", "bad_figure")
     if not 0.0 <= value <= limit:
         raise MetricsFormatError(f"{name} = {value:g} is outside [0, {limit:g}]", "bad_figure")
-    return value
 
 
 def _render(value: float) -> str:

@@ -49,6 +49,7 @@ async def _apply(request: web.Request, event: protocol.BatchedEvent) -> protocol
     try:
         if event.kind == "register":
             owner = require_api(request)
+            service.caps.check(owner, service.now())
             body = event.registration or protocol.RegisterRequest()
             registered = register(service, body.model_copy(update={"session_id": event.session_id}), owner)
             return protocol.EventResult(ok=True, status=201, session_token=registered.session_token)

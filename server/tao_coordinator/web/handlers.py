@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from tao_sdk import protocol
 
 from ..core import model
+from ..core.errors import NoOtherNode
 from ..core.events import Close, Heartbeat, LlmEnd, Register, ToolEnd, ToolStart
 from .auth import require_api, require_session
 from .body import read_body
@@ -19,7 +20,7 @@ from .caps import CapReached
 from .errors import RequestError, json_error
 from .keys import SERVICE
 from .limits import check_acquire, check_context, check_tool_start
-from .listing import SessionPage, page_ids, page_query
+from .listing import page_ids, page_query
 from .service import CoordinatorService
 
 
@@ -45,9 +46,9 @@ def core_context(context: protocol.AgentContext) -> model.AgentContext:
 
 
 def register(service: CoordinatorService, body: protocol.RegisterRequest, owner: str) -> protocol.RegisterResponse:
-    """Register a session for the API token named `owner` (`auth.require_api`), within its caps (`caps.py`)."""
+    """Register a session for the API token named `owner` (`auth.require_api`), once its caps let it (the caller
+    checks them, `caps.py`: before the body is read where it can)."""
     check_context(body.context)
-    service.caps.check(owner, service.now())
     session_id, token = service.new_session(body.session_id)
     service.feed(Register(session_id, core_context(body.context), body.expected_input_tokens))
     service.session_tokens[session_id] = token
@@ -102,12 +103,6 @@ def no_healthy_node(service: CoordinatorService) -> bool:
     return set(nodes) >= set(service.nodes) and not any(node.healthy for node in nodes.values())
 
 
-def cannot_avoid(service: CoordinatorService, session_id: str, avoid: list[str]) -> str | None:
-    """Why a refused call cannot be placed away from `avoid` now (None: it can)."""
-    core = service.coordinator
-    return core.cannot_avoid(core.state.session(session_id), set(avoid))
-
-
 async def post_acquire(request: web.Request) -> web.Response:
     service, session_id = _service(request), _session_id(request)
     require_session(request, session_id)
@@ -116,9 +111,10 @@ async def post_acquire(request: web.Request) -> web.Response:
     if no_healthy_node(service):
         # at once rather than after a long poll: the client routes on its own and says so (`tao_sdk/router.py`)
         return json_error(503, "no node of the fleet is healthy", code=protocol.NO_HEALTHY_NODE)
-    if body.avoid_nodes and (why := cannot_avoid(service, session_id, body.avoid_nodes)) is not None:
-        return json_error(503, why, "avoid_nodes", code=protocol.NO_OTHER_NODE)  # the client keeps the refusal
-    answer = await service.acquire(session_id, body)
+    try:
+        answer = await service.acquire(session_id, body)
+    except NoOtherNode as error:  # the client keeps the refusal it had
+        return json_error(503, str(error), "avoid_nodes", code=protocol.NO_OTHER_NODE)
     return _json(answer, status=200 if answer.status == "admitted" else 202)
 
 
@@ -210,7 +206,7 @@ async def get_sessions(request: web.Request) -> web.Response:
         live = {session_id: record.session for session_id, record in (await replica.store.sessions()).items()}
     ids, next_cursor = page_ids(live, limit, cursor)
     sessions = [session_info(live[session_id], now) for session_id in ids]
-    return _json(SessionPage(sessions=sessions, next_cursor=next_cursor, total=len(live)))
+    return _json(protocol.SessionPage(sessions=sessions, next_cursor=next_cursor, total=len(live)))
 
 
 def session_info(session: model.Session, now: float) -> protocol.SessionInfo:

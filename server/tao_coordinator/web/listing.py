@@ -18,9 +18,7 @@ import re
 from collections.abc import Iterable
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field
 
-from tao_sdk import protocol
 from tao_sdk.ids import SESSION_ID_PATTERN, SESSION_ID_RULE
 
 from .errors import RequestError
@@ -28,18 +26,6 @@ from .errors import RequestError
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 _SESSION_ID = re.compile(SESSION_ID_PATTERN)
-
-
-class SessionPage(BaseModel):
-    """`GET /v1/sessions`: one page of the live sessions, in the order of their ids."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    sessions: list[protocol.SessionInfo]
-    next_cursor: str | None = None
-    """Pass it as `cursor` for the next page; null on the last page."""
-    total: int = Field(ge=0)
-    """Live sessions in all, when this page was read."""
 
 
 def page_query(request: web.Request) -> tuple[int, str | None]:

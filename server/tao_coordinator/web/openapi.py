@@ -10,7 +10,7 @@ from pydantic.json_schema import models_json_schema
 
 from tao_sdk import protocol
 
-from .listing import DEFAULT_LIMIT, MAX_LIMIT, SessionPage
+from .listing import DEFAULT_LIMIT, MAX_LIMIT
 
 SESSION = {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}}
 PAGE = [
@@ -79,7 +79,7 @@ OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, int, type[BaseMode
 # (path, summary, needs the API token, response body)
 READS: list[tuple[str, str, bool, type[BaseModel] | None]] = [
     ("/v1/nodes", "Nodes of the fleet", True, None),
-    ("/v1/sessions", "Live sessions, a page at a time", True, SessionPage),
+    ("/v1/sessions", "Live sessions, a page at a time", True, protocol.SessionPage),
     ("/v1/sessions/{session_id}", "A session's timeline, live or recently closed", True, protocol.SessionTimeline),
     ("/healthz", "Liveness", False, None),
     ("/v1/leader", "Which replica leads (several coordinators on one Redis)", False, None),
@@ -128,7 +128,7 @@ def build_spec() -> dict[str, Any]:
         if "{session_id}" in path:
             read["parameters"] = [SESSION]
             read["responses"]["404"] = {"description": "never seen, or closed too long ago to be kept"}
-        if response is SessionPage:
+        if response is protocol.SessionPage:
             read["parameters"] = PAGE
             read["responses"]["422"] = {"description": "`limit` or `cursor` not valid"}
         if not guarded:

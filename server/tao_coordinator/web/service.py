@@ -344,13 +344,11 @@ class CoordinatorService:
             return None
 
     async def tool_end(self, event: ToolEnd) -> None:
-        """Feed a tool's end. Without `--redis`, what the history learns from it is stored first: this returns once
-        the row is committed and the event fed, and raises `StoreUnavailable` with the core unchanged when the store
-        cannot take it. A session that closes while its row is written keeps the row (the tool did run that long);
-        the answer is then the core's error. With `--redis` the replica stores it before the answer (`replica.py`)."""
-        if self.store is None:
-            self._feed_tool_end(event)
-            return
+        """Feed a tool's end, with the duration the history learns from it. Without `--redis` that row is stored
+        first: this returns once it is committed and the event fed, and raises `StoreUnavailable` with the core
+        unchanged when the store cannot take it; a session that closes while its row is written keeps the row (the
+        tool did run that long), and the answer is then the core's error. With `--redis` the replica stores the
+        row before the answer (`replica.py`)."""
         key = (event.session_id, event.call_id)
         while (pending := self._ending.get(key)) is not None:
             await asyncio.wait([pending])
@@ -359,21 +357,24 @@ class CoordinatorService:
         checked_tool_end(session, now, event.call_id)  # raises as feeding it would, and changes nothing
         running = next(tool for tool in session.tools if tool.call_id == event.call_id)
         duration = event.duration_s if event.duration_s is not None else max(0.0, now - running.started_at)
-        ending = asyncio.ensure_future(self._store_then_feed(replace(event, duration_s=duration), running))
+        ended = replace(event, duration_s=duration)
+        row = (running.tool, running.program, learned_duration(running.hints, duration), time.time())
+        if self.store is None:
+            self._feed_tool_end(ended, running, row)
+            return
+        ending = asyncio.ensure_future(self._store_then_feed(ended, running, row))
         self._ending[key] = ending
         ending.add_done_callback(lambda done: self._ended(key, done))
         await asyncio.shield(ending)  # a client that hangs up does not stop a stored row from being fed
 
-    async def _store_then_feed(self, event: ToolEnd, running: RunningTool) -> None:
-        assert self.store is not None and event.duration_s is not None
-        row = (running.tool, running.program, learned_duration(running.hints, event.duration_s), time.time())
+    async def _store_then_feed(self, event: ToolEnd, running: RunningTool, row: ToolRow) -> None:
+        assert self.store is not None
         try:
             await asyncio.wrap_future(self.store.record(*row))
         except StoreUnavailable:
             self.metrics.store_refused.inc()
             raise
-        self.feed(event)
-        self.metrics.tool_ended(running, event.duration_s, event.status)
+        self._feed_tool_end(event, running, row)
 
     def _ended(self, key: tuple[str, str], done: asyncio.Task[None]) -> None:
         if self._ending.get(key) is done:
@@ -381,17 +382,12 @@ class CoordinatorService:
         if not done.cancelled():
             done.exception()  # read here too: its requester may have hung up
 
-    def _feed_tool_end(self, event: ToolEnd) -> None:
-        session = self.coordinator.state.session(event.session_id)
-        running = next((tool for tool in session.tools if tool.call_id == event.call_id), None)
-        now = self.now()
+    def _feed_tool_end(self, event: ToolEnd, running: RunningTool, row: ToolRow) -> None:
         self.feed(event)
-        assert running is not None  # feed() would have raised IllegalTransition
-        duration = event.duration_s if event.duration_s is not None else max(0.0, now - running.started_at)
-        self.metrics.tool_ended(running, duration, event.status)
-        # what the history learned, so the next leader replays the same values
-        assert self.replica is not None
-        self.replica.learned((running.tool, running.program, learned_duration(running.hints, duration), time.time()))
+        assert event.duration_s is not None
+        self.metrics.tool_ended(running, event.duration_s, event.status)
+        if self.replica is not None:  # what the history learned, so the next leader replays the same values
+            self.replica.learned(row)
 
     def wall_to_core(self, unix_time: float) -> float:
         return self.now() + (unix_time - time.time())

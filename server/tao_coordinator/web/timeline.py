@@ -16,9 +16,11 @@ errors — is clipped to `TEXT_BYTES` of UTF-8 each, so a full timeline costs te
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel
 
 from tao_sdk import protocol
 
@@ -34,6 +36,7 @@ CLOSED_KEPT = 1_000
 TEXT_BYTES = 64
 """UTF-8 bytes of each call id, tool name, program and error a timeline entry keeps (a usual one is shorter)."""
 DecisionKind = Literal["admitted", "interrupted", "moved", "routed"]
+V = TypeVar("V", bound=BaseModel)
 
 
 @dataclass(slots=True)
@@ -274,56 +277,17 @@ class Timelines:
                 protocol.TimelinePhase(phase=p.phase, since=p.since, until=end, node=p.node)
                 for p, end in zip(phases, ends, strict=True)
             ],
-            tools=[
-                protocol.TimelineTool(
-                    call_id=t.call_id,
-                    tool=t.tool,
-                    program=t.program,
-                    started_at=t.started_at,
-                    predicted_s=t.predicted_s,
-                    prediction=t.prediction,
-                    ended_at=t.ended_at,
-                    actual_s=t.actual_s,
-                    status=t.status,
-                )
-                for t in timeline.entries
-                if isinstance(t, _Tool)
-            ],
-            waits=[
-                protocol.TimelineWait(since=w.since, seconds=w.seconds, node=w.node)
-                for w in timeline.entries
-                if isinstance(w, _Wait)
-            ],
-            calls=[
-                protocol.TimelineCall(
-                    node=c.node,
-                    ended_at=c.ended_at,
-                    prompt_tokens=c.prompt_tokens,
-                    cached_tokens=c.cached_tokens,
-                    completion_tokens=c.completion_tokens,
-                    ttft_s=c.ttft_s,
-                    duration_s=c.duration_s,
-                    error=c.error,
-                )
-                for c in timeline.entries
-                if isinstance(c, _Call)
-            ],
-            decisions=[
-                protocol.TimelineDecision(
-                    at=d.at,
-                    kind=d.kind,
-                    node=d.node,
-                    from_node=d.from_node,
-                    by=d.by,
-                    plan=d.plan,
-                    method=d.method,
-                    value=None if d.value is None else list(d.value),
-                )
-                for d in timeline.entries
-                if isinstance(d, _Decision)
-            ],
+            tools=_views(protocol.TimelineTool, _Tool, timeline.entries),
+            waits=_views(protocol.TimelineWait, _Wait, timeline.entries),
+            calls=_views(protocol.TimelineCall, _Call, timeline.entries),
+            decisions=_views(protocol.TimelineDecision, _Decision, timeline.entries),
             truncated=timeline.truncated,
         )
+
+
+def _views(view: type[V], kind: type, entries: Iterable[_Entry]) -> list[V]:
+    """The entries of `kind` as the protocol shows them (their fields have the view's names)."""
+    return [view.model_validate(entry, from_attributes=True) for entry in entries if isinstance(entry, kind)]
 
 
 def _text(text: str) -> str:

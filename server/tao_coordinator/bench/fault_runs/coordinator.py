@@ -4,14 +4,13 @@ under a flood of tool reports, and the coordinator stalled (SIGSTOP) under SDK s
 
 from __future__ import annotations
 
-import statistics
 import tempfile
 from pathlib import Path
 
 from ...local_coordinator import tracebacks_in
 from .. import faults
-from ..planner_replay import percentile
 from . import FaultRow
+from .observe import added_ms
 
 STALL_S = 10.0
 
@@ -23,8 +22,7 @@ def run() -> list[FaultRow]:
         crashed = faults.coordinator_kill(log_path=logs / "coordinator-kill.log")
         stalled = faults.stall(STALL_S, log_path=logs / "stall.log")
         tracebacks = [tracebacks_in(logs / name) for name in ("node-kill.log", "coordinator-kill.log", "stall.log")]
-    baseline = statistics.median(stalled.durations_outside_s) if stalled.durations_outside_s else 0.0
-    added = [max(0.0, d - baseline) * 1000 for d in stalled.durations_during_s]
+    added_p50_ms, added_p99_ms = added_ms(stalled.durations_outside_s, stalled.durations_during_s)
     return [
         FaultRow(
             "node killed (idle sessions on it)",
@@ -48,8 +46,8 @@ def run() -> list[FaultRow]:
             f"coordinator stalled {STALL_S:g} s (SIGSTOP)",
             calls=stalled.calls,
             failed=stalled.failed,
-            added_p50_ms=percentile(sorted(added), 0.5) if added else None,
-            added_p99_ms=percentile(sorted(added), 0.99) if added else None,
+            added_p50_ms=added_p50_ms,
+            added_p99_ms=added_p99_ms,
             recover_s=max(stalled.rescheduled_s, default=None),
             tracebacks=tracebacks[2],
             note=f"longest call during the stall {stalled.longest_call_during_stall_s:.2f} s "

@@ -5,8 +5,6 @@ and the fence before and after (it must not go back)."""
 
 from __future__ import annotations
 
-import re
-import statistics
 import tempfile
 import threading
 import time
@@ -20,14 +18,13 @@ from ...fakevllm import FakeNodeConfig, ThreadedFleet
 from ...ha import LocalRedis, RedisNotInstalled
 from ...local_coordinator import coordinator_process
 from ..faults import until
-from ..planner_replay import percentile
 from . import FaultRow
+from .observe import added_ms, metric
 
 MODEL = "Qwen/Qwen3-32B"
 SESSIONS = 4
 BEFORE_S = 3.0
 AFTER_S = 6.0
-LOST = re.compile(r'^tao_redis_anomalies_total\{kind="lost"\} (\S+)$', re.MULTILINE)
 
 
 def run() -> list[FaultRow]:
@@ -65,18 +62,17 @@ def run() -> list[FaultRow]:
             fence_after = _leader(url)[1]
             tracebacks = coordinator.tracebacks()
     before = [end - start for start, end, _ in calls if end < restarted]
-    around = sorted(
-        max(0.0, end - start - statistics.median(before or [0.0])) * 1000
-        for start, end, _ in calls
-        if end >= restarted and start < restarted + (recover_s or AFTER_S)
+    window = restarted + (recover_s or AFTER_S)
+    added_p50_ms, added_p99_ms = added_ms(
+        before, [end - start for start, end, _ in calls if end >= restarted and start < window]
     )
     return [
         FaultRow(
             name,
             calls=len(calls),
             failed=sum(failed for _, _, failed in calls),
-            added_p50_ms=percentile(around, 0.5) if around else None,
-            added_p99_ms=percentile(around, 0.99) if around else None,
+            added_p50_ms=added_p50_ms,
+            added_p99_ms=added_p99_ms,
             detect_s=detect_s,
             recover_s=recover_s,
             tracebacks=tracebacks,
@@ -114,7 +110,6 @@ def _leader(url: str) -> tuple[str, int | None]:
 
 def _lost(url: str) -> float:
     try:
-        found = LOST.search(httpx2.get(url + "/metrics", timeout=2).text)
+        return metric(url, "tao_redis_anomalies_total", kind="lost") or 0.0
     except httpx2.HTTPError:
         return 0.0
-    return float(found.group(1)) if found else 0.0

@@ -25,7 +25,6 @@ import contextlib
 import dataclasses
 import json
 import logging
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,7 +34,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx2
 from aiohttp import web
@@ -45,6 +43,7 @@ import tao_sdk
 from ...fakevllm import FakeNodeConfig, ThreadedFleet
 from ...local_coordinator import CoordinatorProcess, coordinator_process, free_port
 from . import FaultRow
+from .observe import TIMEOUT_S, added_ms, metric, nodes, reached
 
 MODEL = "Qwen/Qwen3-32B"
 SESSIONS = 8
@@ -52,7 +51,6 @@ WARM_S = 1.0
 FAULT_S = 5.0
 """Longer than two scrapes (4 s), so the scrapes' own view of a killed node shows in the row too."""
 TOOL_S = 0.05
-TIMEOUT_S = 20.0
 FAST = FakeNodeConfig(time_scale=50)
 
 
@@ -66,17 +64,7 @@ class Calls:
 
     def added_ms(self) -> tuple[float | None, float | None]:
         plain = [duration for _, duration, retried, _ in self.made if not retried]
-        retried = sorted(duration for _, duration, again, _ in self.made if again)
-        if not plain or not retried:
-            return None, None
-        base = statistics.median(plain)
-        added = [max(0.0, duration - base) * 1000 for duration in retried]
-        return round(_quantile(added, 0.5), 1), round(_quantile(added, 0.99), 1)
-
-
-def _quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+        return added_ms(plain, [duration for _, duration, again, _ in self.made if again])
 
 
 class Agents:
@@ -160,21 +148,21 @@ def _node_row(fault: str, bad_url: str, good_url: str, put: Callable[[bool], Non
     with tempfile.TemporaryDirectory(prefix="tao-refusals-") as scratch:
         log = Path(scratch) / "coordinator.log"
         with coordinator_process([f"bad={bad_url}", f"good={good_url}"], log_path=log) as coordinator:
-            _until(lambda: all(node["healthy"] for node in _nodes(coordinator).values()))
+            reached(lambda: all(node["healthy"] for node in nodes(coordinator.url).values()))
             with _sdk_warnings(), Agents(coordinator.url, [bad_url, good_url]) as agents:
                 time.sleep(timing.warm_s)
                 faulted = time.monotonic()
                 put(True)
-                demoted_at = _until(lambda: _nodes(coordinator)["bad"]["demoted"])
-                reason = _nodes(coordinator)["bad"]["demoted_reason"]
+                demoted_at = reached(lambda: nodes(coordinator.url)["bad"]["demoted"])
+                reason = nodes(coordinator.url)["bad"]["demoted_reason"]
                 time.sleep(max(0.0, faulted + timing.fault_s - time.monotonic()))
                 undone = time.monotonic()
                 put(False)
-                restored_at = _until(lambda: not _nodes(coordinator)["bad"]["demoted"])
+                restored_at = reached(lambda: not nodes(coordinator.url)["bad"]["demoted"])
                 time.sleep(timing.warm_s)
             calls = agents.calls
             on_bad = sum(demoted_at <= at and at + d <= restored_at and node == "bad" for at, d, _, node in calls.made)
-            refused = _metric(coordinator, "tao_node_refused_calls_total", "bad")
+            refused = metric(coordinator.url, "tao_node_refused_calls_total", node="bad") or 0.0
             lines = _lines(coordinator)
             p50, p99 = calls.added_ms()
             note = (
@@ -233,7 +221,7 @@ class _NodeProcess:
         command = [sys.executable, "-m", "tao_sdk.cli", "fake-vllm", "--port", str(self.port), "--time-scale", "50"]
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         url = f"http://127.0.0.1:{self.port}/health"
-        _until(lambda: _answers(url) or self._exited())
+        reached(lambda: _answers(url) or self._exited())
 
     def _exited(self) -> bool:
         if self.process is not None and self.process.poll() is not None:
@@ -326,17 +314,6 @@ def _answers(url: str) -> bool:
         return False
 
 
-def _nodes(coordinator: CoordinatorProcess) -> dict[str, Any]:
-    listed = httpx2.get(coordinator.url + "/v1/nodes", timeout=5).json()["nodes"]
-    return {node["name"]: node for node in listed}
-
-
-def _metric(coordinator: CoordinatorProcess, name: str, node: str) -> float:
-    prefix = f'{name}{{node="{node}"}} '
-    text = httpx2.get(coordinator.url + "/metrics", timeout=5).text
-    return float(next((line.split()[-1] for line in text.splitlines() if line.startswith(prefix)), "nan"))
-
-
 def _lines(coordinator: CoordinatorProcess) -> list[str]:
     """The log's messages (it is one JSON object a line)."""
     messages = []
@@ -344,13 +321,3 @@ def _lines(coordinator: CoordinatorProcess) -> list[str]:
         with contextlib.suppress(ValueError):
             messages.append(str(json.loads(line).get("message", "")))
     return messages
-
-
-def _until(check: Callable[[], bool], timeout: float = TIMEOUT_S) -> float:
-    """The time `check` first held; raises when it did not within `timeout`."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"not reached within {timeout:g} s")
-        time.sleep(0.02)
-    return time.monotonic()

@@ -22,22 +22,20 @@ from __future__ import annotations
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx2
-from prometheus_client.parser import text_string_to_metric_families
 
 from ...fakevllm import FakeNodeConfig, ThreadedFleet
 from ...fakevllm.fleet import FakeNode
 from ...local_coordinator import CoordinatorProcess, coordinator_process
 from . import FaultRow
+from .observe import metric, nodes, reached
 
 MODEL = "Qwen/Qwen3-32B"
-TIMEOUT_S = 20.0
 """Longest wait for one detection or recovery (two scrapes take 4 s)."""
 CREDIT_TARGET_S = 2.0
 SCRAPE_INTERVAL_S = 2.0
@@ -66,7 +64,7 @@ def run(scrape_interval_s: float = SCRAPE_INTERVAL_S) -> list[FaultRow]:
         config.write_text(f"[fleet]\nscrape_interval_s = {scrape_interval_s}\n\n" + _fleet_toml(bad, good))
         log = Path(scratch) / "coordinator.log"
         with coordinator_process([], log_path=log, extra_args=["--config", str(config)]) as coordinator:
-            _until(lambda: all(n["healthy"] for n in _nodes(coordinator.url).values()))
+            reached(lambda: all(n["healthy"] for n in nodes(coordinator.url).values()))
             rows = []
             for fault, flips in (
                 (
@@ -97,7 +95,7 @@ def _fleet_toml(bad: FakeNode, good: FakeNode) -> str:
 
 def _metrics_row(coordinator: CoordinatorProcess, bad: FakeNode, fault: str, flips: list[dict[str, str]]) -> FaultRow:
     url = coordinator.url
-    capacity = _nodes(url)["bad"]["capacity_tokens"]
+    capacity = nodes(url)["bad"]["capacity_tokens"]
     detects, recovers, reasons, shown_capacity = [], [], [], set()
     shown_bad: list[tuple[float, float]] = []
     """When `GET /v1/nodes` showed `bad` unusable: no acquire answered then may name it."""
@@ -105,14 +103,14 @@ def _metrics_row(coordinator: CoordinatorProcess, bad: FakeNode, fault: str, fli
         for faults in flips:
             _put_faults(bad, faults)
             flipped = time.monotonic()
-            shown = _until(lambda: not _nodes(url)["bad"]["healthy"])
+            shown = reached(lambda: not nodes(url)["bad"]["healthy"])
             detects.append(shown - flipped)
-            node = _nodes(url)["bad"]
+            node = nodes(url)["bad"]
             reasons.append(node["unhealthy_reason"])
             shown_capacity.add(node["capacity_tokens"])
             _put_faults(bad, {})
             undone = time.monotonic()
-            recovers.append(_until(lambda: _nodes(url)["bad"]["healthy"]) - undone)
+            recovers.append(reached(lambda: nodes(url)["bad"]["healthy"]) - undone)
             shown_bad.append((shown, undone))
     note = "; ".join(f"shown: {reason}" for reason in reasons)
     if "capacity" in fault:
@@ -128,13 +126,13 @@ def _restart_row(coordinator: CoordinatorProcess, bad: FakeNode) -> FaultRow:
             assert http.post("/v1/sessions", json={"session_id": session}).status_code == 201
     time.sleep(0.5)
     _chat(bad.openai_base_url, "old", 1200)
-    _until(lambda: _credit(url) > 0)
+    reached(lambda: _credit(url) > 0)
     old_credit = _credit(url)
     httpx2.post(bad.url + "/fake/restart", timeout=10).raise_for_status()
     started = time.monotonic()
     _chat(bad.openai_base_url, "new", 300)
-    detect = _until(lambda: _metric(url, "tao_node_kv_event_resets_total", node="bad") == 1) - started
-    recover = _until(lambda: 0 < _credit(url) != old_credit) - started
+    detect = reached(lambda: metric(url, "tao_node_kv_event_resets_total", node="bad") == 1) - started
+    recover = reached(lambda: 0 < _credit(url) != old_credit) - started
     note = (
         f"KV credit on the node {old_credit} tokens (old) → {_credit(url)} (new) "
         f"{recover:.2f} s after the new process's first call (target {CREDIT_TARGET_S:g} s)"
@@ -198,28 +196,5 @@ def _put_faults(node: FakeNode, faults: dict[str, str]) -> None:
     httpx2.put(node.url + "/fake/faults", json=faults, timeout=10).raise_for_status()
 
 
-def _nodes(url: str) -> dict[str, Any]:
-    return {node["name"]: node for node in httpx2.get(url + "/v1/nodes", timeout=5).json()["nodes"]}
-
-
-def _metric(url: str, name: str, **labels: str) -> float | None:
-    text = httpx2.get(url + "/metrics", timeout=5).text
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                return float(sample.value)
-    return None
-
-
 def _credit(url: str) -> float:
-    return _metric(url, "tao_node_kv_credit_tokens", node="bad", tier="GPU") or 0.0
-
-
-def _until(check: Callable[[], bool]) -> float:
-    """The monotonic time `check()` first held, polled every 20 ms; raises after `TIMEOUT_S`."""
-    deadline = time.monotonic() + TIMEOUT_S
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"not reached within {TIMEOUT_S:g} s")
-        time.sleep(0.02)
-    return time.monotonic()
+    return metric(url, "tao_node_kv_credit_tokens", node="bad", tier="GPU") or 0.0
