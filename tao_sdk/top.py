@@ -41,7 +41,7 @@ class TopError(Exception):
 
 
 @dataclass(frozen=True)
-class Snapshot:
+class FleetView:
     nodes: list[dict[str, Any]]
     sessions: list[dict[str, Any]]
     taken_at: float
@@ -64,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--once", action="store_true", help="print one view and exit (for scripts and logs)")
 
 
-def fetch_any(client: httpx2.Client, urls: tuple[str, ...]) -> tuple[Snapshot, str]:
+def fetch_any(client: httpx2.Client, urls: tuple[str, ...]) -> tuple[FleetView, str]:
     """The snapshot of the first replica that answers (every replica answers reads), and its URL."""
     problem = TopError("no coordinator URL")
     for url in urls:
@@ -75,7 +75,7 @@ def fetch_any(client: httpx2.Client, urls: tuple[str, ...]) -> tuple[Snapshot, s
     raise problem
 
 
-def fetch(client: httpx2.Client, url: str) -> Snapshot:
+def fetch(client: httpx2.Client, url: str) -> FleetView:
     """Both lists, or a `TopError` naming the cause: unreachable, token refused, or an unexpected answer."""
     nodes = _get(client, url, "/v1/nodes").get("nodes", [])
     sessions: list[dict[str, Any]] = []
@@ -91,7 +91,7 @@ def fetch(client: httpx2.Client, url: str) -> Snapshot:
     now = time.time()
     for session in [s for s in sessions if s.get("phase") == "in_tool"][:TIMELINES]:
         session["tools"] = _running_tools(client, url, session["session_id"], now)
-    return Snapshot(nodes, sessions, now, total if isinstance(total, int) else None)
+    return FleetView(nodes, sessions, now, total if isinstance(total, int) else None)
 
 
 def _get(client: httpx2.Client, url: str, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -156,7 +156,7 @@ def _tool(session: dict[str, Any]) -> str:
     return ", ".join(session.get("running_tools") or []) or "–"
 
 
-def render(snapshot: Snapshot, url: str, problem: str | None = None) -> Group:
+def render(snapshot: FleetView, url: str, problem: str | None = None) -> Group:
     sessions = snapshot.sessions
     phases: dict[str, int] = {}
     for session in sessions:

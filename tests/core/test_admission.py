@@ -18,7 +18,7 @@ from tao_coordinator.core.events import (
     ToolEnd,
     ToolStart,
 )
-from tao_coordinator.core.model import Phase, ToolHints
+from tao_coordinator.core.model import DurationHints, Phase
 from tao_coordinator.core.plan import PlanFinished
 from tao_coordinator.core.policies import make_policy
 from tao_coordinator.core.policies.tao import TaoPolicy
@@ -124,7 +124,7 @@ def test_a_session_without_credit_goes_to_the_least_loaded_node_with_room_and_th
 def turn(c, session, now, prompt, cached, preemptions=0, waiting=0):
     """One turn of a session holding its place on `a`: the call ends, a short tool runs, a scrape, the next call."""
     c.on_event(LlmEnd(session, "a", prompt, cached, 500), now)
-    c.on_event(ToolStart(session, f"t{now}", "bash", ToolHints(timeout_s=5)), now)
+    c.on_event(ToolStart(session, f"t{now}", "bash", DurationHints(timeout_s=5)), now)
     c.on_event(ToolEnd(session, f"t{now}", 0.1), now + 0.1)
     c.on_event(NodeUpdate("a", BIG, preemptions=preemptions, waiting=waiting), now + 0.1)
     assert c.on_event(Acquire(session), now + 0.1) == [Route(session, "a")]  # it holds its place
@@ -205,16 +205,16 @@ def test_only_a_session_that_kept_its_place_since_its_last_call_reports_what_the
     c.on_event(LlmEnd("s0", "a", PROMPT, 0, 500), 1.0)
     c.on_event(LlmEnd("s1", "a", PROMPT, 0, 500), 1.0)
     assert policy.outcomes == []  # nothing was reserved before the first calls
-    c.on_event(ToolStart("s1", "t", "bash", ToolHints(sleep_s=300)), 1.0)
+    c.on_event(ToolStart("s1", "t", "bash", DurationHints(sleep_s=300)), 1.0)
     c.on_event(Register("s2", expected_input_tokens=PROMPT), 1.0)
     assert c.on_event(Acquire("s2"), 1.0) == []  # no room: s2 waits
-    c.on_event(ToolStart("s0", "t", "bash", ToolHints(timeout_s=5)), 1.0)
+    c.on_event(ToolStart("s0", "t", "bash", DurationHints(timeout_s=5)), 1.0)
     c.on_event(ToolEnd("s0", "t", 0.5), 1.5)
     c.on_event(Acquire("s0", expected_input_tokens=31_000), 1.5)
     c.on_event(LlmEnd("s0", "a", 31_000, 30_480, 500), 2.0)
     # of 30,500 tokens of context, vLLM can hit the whole blocks before the new prompt's last token
     assert policy.outcomes == [("a", 30_496, 30_480)]
-    c.on_event(ToolStart("s0", "t2", "bash", ToolHints(timeout_s=5)), 2.0)
+    c.on_event(ToolStart("s0", "t2", "bash", DurationHints(timeout_s=5)), 2.0)
     c.on_event(ToolEnd("s0", "t2", 0.5), 2.5)
     c.on_event(Acquire("s0"), 2.5)  # s0 stays in this call to the end
     # s1's credit has decayed during its long tool: it yields its place to the ready s2, and gets one back later
@@ -248,7 +248,7 @@ def test_no_node_holders_pass_its_capacity_when_sessions_come_and_go_through_the
                 node = state.node
                 # the context never outgrows the footprint admitted: prompt + completion ≤ announced + expected output
                 c.on_event(LlmEnd(session, node, sizes[session] - 600, 0, 500), now)
-                c.on_event(ToolStart(session, f"t{step}", "bash", ToolHints(sleep_s=rng.choice((1, 30, 120)))), now)
+                c.on_event(ToolStart(session, f"t{step}", "bash", DurationHints(sleep_s=rng.choice((1, 30, 120)))), now)
             elif state.phase is Phase.IN_TOOL:
                 c.on_event(ToolEnd(session, state.tools[0].call_id), now)
                 if rng.random() < 0.2:

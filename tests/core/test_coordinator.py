@@ -21,7 +21,7 @@ from tao_coordinator.core.events import (
     ToolEnd,
     ToolStart,
 )
-from tao_coordinator.core.model import Phase, ToolHints
+from tao_coordinator.core.model import DurationHints, Phase
 from tao_coordinator.core.policies import UnknownPolicy, make_policy
 from tao_coordinator.core.settings import CoreSettings
 from tao_coordinator.core.state import capacity_cells
@@ -89,7 +89,7 @@ def test_fresh_cache_credit_keeps_a_long_tool_resident_until_it_decays():
     start(c, "s2")
     assert c.state.session("s2").phase is Phase.WAITING
     finish_call(c, "s0", 2.0)
-    c.on_event(ToolStart("s0", "t1", "bash", ToolHints(sleep_s=300)), 2.0)
+    c.on_event(ToolStart("s0", "t1", "bash", DurationHints(sleep_s=300)), 2.0)
     assert c.state.session("s0").node == "a"  # 30k tokens of fresh credit outrank a ready newcomer
     # credit of 30,500 tokens falls below one unit (1,024) after 10·log2(29.8) ≈ 49 s: time alone changes the
     # decision then, so the coordinator asks to be woken just after
@@ -109,8 +109,8 @@ def test_a_tool_about_to_return_keeps_its_place_over_a_stale_one():
     for k in range(20):  # what `bash` takes beyond its sleeps: half a second
         c.on_event(ToolStart("s0", f"learn-{k}", "bash"), 1.0)
         c.on_event(ToolEnd("s0", f"learn-{k}", duration_s=0.5), 1.0)
-    c.on_event(ToolStart("s0", "t", "bash", ToolHints(sleep_s=200)), 1.0)
-    c.on_event(ToolStart("s1", "t", "bash", ToolHints(sleep_s=70)), 1.0)
+    c.on_event(ToolStart("s0", "t", "bash", DurationHints(sleep_s=200)), 1.0)
+    c.on_event(ToolStart("s1", "t", "bash", DurationHints(sleep_s=70)), 1.0)
     # at 70.5 s both credits are gone and s1's sleep is nearly over, so it is about to return; s0 sleeps on: s0 yields
     actions = c.on_event(Tick(), 70.5)
     assert Interrupt("s0", "a") in actions and Admit("s2", "a") in actions
@@ -122,7 +122,7 @@ def test_paused_session_is_readmitted_when_its_tool_returns_and_room_frees():
     for s in ("s0", "s1", "s2"):
         start(c, s)
     finish_call(c, "s0", 1.0)
-    c.on_event(ToolStart("s0", "t", "bash", ToolHints(sleep_s=300)), 1.0)
+    c.on_event(ToolStart("s0", "t", "bash", DurationHints(sleep_s=300)), 1.0)
     c.on_event(Tick(), 60.0)
     assert phases(c)["s0"] == (Phase.IN_TOOL, None)
     c.on_event(ToolEnd("s0", "t", 300.0), 301.0)
@@ -189,7 +189,7 @@ def test_tool_timeout_hint_extends_the_lease():
     c = fleet(lease_ttl_s=30.0)
     start(c, "s0")
     finish_call(c, "s0", 1.0)
-    c.on_event(ToolStart("s0", "t", "bash", ToolHints(timeout_s=600)), 1.0)
+    c.on_event(ToolStart("s0", "t", "bash", DurationHints(timeout_s=600)), 1.0)
     assert c.on_event(Tick(), 300.0) == []
     assert "s0" in c.state.sessions
 
@@ -257,7 +257,7 @@ def test_kv_event_evidence_reaches_the_session():
         (lambda: Register(""), InvalidEvent),
         (lambda: Register("x", expected_input_tokens=-1), InvalidEvent),
         (lambda: LlmEnd("s0", "a", prompt_tokens=10, cached_tokens=20), InvalidEvent),
-        (lambda: ToolStart("s0", "t", "bash", ToolHints(timeout_s=float("nan"))), InvalidEvent),
+        (lambda: ToolStart("s0", "t", "bash", DurationHints(timeout_s=float("nan"))), InvalidEvent),
         (lambda: ToolEnd("s0", "t", status="weird"), InvalidEvent),
         (lambda: NodeUpdate("n", 10, prefix_hit_rate=1.5), InvalidEvent),
         (lambda: Register("s0"), DuplicateSession),

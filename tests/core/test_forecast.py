@@ -16,7 +16,7 @@ from tao_coordinator.core.forecast import (
     empirical_bernstein_bound,
     normalise_tool,
 )
-from tao_coordinator.core.model import ToolHints
+from tao_coordinator.core.model import DurationHints
 from tao_coordinator.core.settings import CoreSettings
 
 SETTINGS = CoreSettings()
@@ -66,7 +66,7 @@ def test_bad_durations_are_refused():
 
 def test_with_no_history_the_forecast_is_the_prior():
     f = forecaster()
-    forecast = f.forecast(ToolKey.of("bash"), ToolHints(), None, 0.0)
+    forecast = f.forecast(ToolKey.of("bash"), DurationHints(), None, 0.0)
     assert forecast.median() == pytest.approx(SETTINGS.default_tool_duration_s, rel=1e-3)
 
 
@@ -75,13 +75,13 @@ def test_one_or_two_samples_move_the_forecast_only_part_of_the_way():
     for d in (0.1,) * 50:
         f.history.add(ToolKey.of("read"), d)
     f.history.add(ToolKey.of("bash", "cargo"), 60.0)
-    cold = f.forecast(ToolKey.of("bash", "cargo"), ToolHints(), None, 0.0)
+    cold = f.forecast(ToolKey.of("bash", "cargo"), DurationHints(), None, 0.0)
     # one cargo run of 60 s weighs 1/(1 + κ) against every tool's 0.1 s: the median stays with the majority
     assert cold.median() == pytest.approx(0.1)
     assert 0.2 < 1.0 - cold.predictive.cdf_at(59.0) < 0.4
     for _ in range(10):
         f.history.add(ToolKey.of("bash", "cargo"), 60.0)
-    assert f.forecast(ToolKey.of("bash", "cargo"), ToolHints(), None, 0.0).median() == pytest.approx(60.0)
+    assert f.forecast(ToolKey.of("bash", "cargo"), DurationHints(), None, 0.0).median() == pytest.approx(60.0)
 
 
 def test_a_sessions_own_calls_outweigh_other_sessions_of_the_same_key():
@@ -91,15 +91,15 @@ def test_a_sessions_own_calls_outweigh_other_sessions_of_the_same_key():
     for _ in range(5):
         f.history.add(ToolKey.of("bash", "pytest"), 30.0, "mine")
     key = ToolKey.of("bash", "pytest")
-    assert f.forecast(key, ToolHints(), "mine", 0.0).median() == pytest.approx(30.0)
-    assert f.forecast(key, ToolHints(), "new", 0.0).median() == pytest.approx(2.0)
+    assert f.forecast(key, DurationHints(), "mine", 0.0).median() == pytest.approx(30.0)
+    assert f.forecast(key, DurationHints(), "new", 0.0).median() == pytest.approx(2.0)
 
 
 def test_return_probability_is_conditional_on_the_time_already_run():
     f = forecaster()
     for d in [1.0, 10.0] * 50:
         f.history.add(ToolKey.of("t"), d)
-    forecast = f.forecast(ToolKey.of("t"), ToolHints(), None, 0.0)
+    forecast = f.forecast(ToolKey.of("t"), DurationHints(), None, 0.0)
     assert forecast.return_probability(0.5, 1.0) == pytest.approx(0.5, abs=0.05)  # recency tilts to the last
     assert forecast.return_probability(2.0, 1.0) < 0.02  # the fast half has returned: the rest takes 10 s
     assert forecast.return_probability(9.5, 1.0) == pytest.approx(1.0, abs=0.05)  # less the prior's tail
@@ -111,18 +111,18 @@ def test_hints_shift_cap_and_short_circuit_the_forecast():
     for _ in range(50):
         f.history.add(ToolKey.of("t"), 0.5)
     key = ToolKey.of("t")
-    slept = f.forecast(key, ToolHints(sleep_s=30.0), None, 0.0)
+    slept = f.forecast(key, DurationHints(sleep_s=30.0), None, 0.0)
     assert slept.median() == pytest.approx(30.5)
     assert slept.return_probability(10.0, 1.0) == 0.0 and slept.return_probability(29.8, 1.0) > 0.9
-    capped = f.forecast(key, ToolHints(sleep_s=30.0, timeout_s=5.0), None, 0.0)
+    capped = f.forecast(key, DurationHints(sleep_s=30.0, timeout_s=5.0), None, 0.0)
     assert capped.median() == 5.0 and capped.return_probability(4.5, 1.0) == 1.0
-    assert f.forecast(key, ToolHints(deadline=102.0), None, 100.0).cap_s == 2.0
-    assert f.forecast(key, ToolHints(background=True), None, 0.0).return_probability(0.0, 0.0) == 1.0
+    assert f.forecast(key, DurationHints(deadline=102.0), None, 100.0).cap_s == 2.0
+    assert f.forecast(key, DurationHints(background=True), None, 0.0).return_probability(0.0, 0.0) == 1.0
 
 
 def test_learning_a_slept_call_keeps_what_it_took_beyond_the_sleep():
     f = forecaster()
-    f.learn_call(ToolKey.of("bash", "sleep"), ToolHints(sleep_s=10.0), 10.25, None)
+    f.learn_call(ToolKey.of("bash", "sleep"), DurationHints(sleep_s=10.0), 10.25, None)
     assert list(f.history.shared("bash:sleep").values()) == [0.25]
 
 
@@ -136,7 +136,7 @@ def test_the_schedule_is_the_rounded_return_probability_at_every_instant(duratio
     f = forecaster()
     for d in durations:
         f.history.add(ToolKey.of("t"), d)
-    forecast = f.forecast(ToolKey.of("t"), ToolHints(sleep_s=sleep or None), None, 0.0)
+    forecast = f.forecast(ToolKey.of("t"), DurationHints(sleep_s=sleep or None), None, 0.0)
     schedule = f.forecast_schedule(forecast, 0.0, horizon)
     top = SETTINGS.readiness_levels
     # at the atoms (and just after them) the step function is exact
@@ -158,9 +158,9 @@ def test_the_binary_rules_are_todays_bound_and_the_printed_one():
     f = forecaster()
     for d in (1.0, 2.0, 3.0):
         f.history.add(ToolKey.of("t"), d)
-    bound = f.bound_prediction("bound", ToolKey.of("t"), ToolHints(), 0.0)
+    bound = f.bound_prediction("bound", ToolKey.of("t"), DurationHints(), 0.0)
     assert bound.duration_s == pytest.approx(empirical_bernstein_bound([1.0, 2.0, 3.0], SETTINGS.estimator_delta))
-    printed = f.bound_prediction("paper", ToolKey.of("t"), ToolHints(), 0.0)
+    printed = f.bound_prediction("paper", ToolKey.of("t"), DurationHints(), 0.0)
     variance, log_term = 2.0 / 3.0, math.log(3 / SETTINGS.estimator_delta)
     assert printed.duration_s == pytest.approx(2.0 + 2 * variance * log_term / 3 + 3 * 3.0 * log_term / 3)
     schedule = f.binary_schedule(10.0, 0.0, 1.0)
@@ -184,16 +184,16 @@ def test_the_horizon_follows_the_median_wait_in_steps_of_root_two():
 def test_expected_tools_forecast_a_tool_with_too_little_history_of_its_own():
     f = forecaster()
     for _ in range(20):
-        f.learn_call(ToolKey.of("bash"), ToolHints(), 60.0, None)  # the session said bash comes next
+        f.learn_call(ToolKey.of("bash"), DurationHints(), 60.0, None)  # the session said bash comes next
     for _ in range(20):
-        f.learn_call(ToolKey.of("read"), ToolHints(), 0.5, None)  # every tool's level is now half fast reads
+        f.learn_call(ToolKey.of("read"), DurationHints(), 0.5, None)  # every tool's level is now half fast reads
     new = ToolKey.of("mcp_build")  # a tool the fleet has never seen
-    blind = f.start("forecast", "c", "mcp_build", None, ToolHints(), "s", 0.0, 1.0)
-    told = f.start("forecast", "c", "mcp_build", None, ToolHints(), "s", 0.0, 1.0, expected=("Bash",))
+    blind = f.start("forecast", "c", "mcp_build", None, DurationHints(), "s", 0.0, 1.0)
+    told = f.start("forecast", "c", "mcp_build", None, DurationHints(), "s", 0.0, 1.0, expected=("Bash",))
     assert told.predicted_end > blind.predicted_end
     assert told.readiness.level_at(0.0) < blind.readiness.level_at(0.0)  # not expected back within H at its start
     for _ in range(SETTINGS.estimator_min_samples):
-        f.learn_call(new, ToolHints(), 0.5, None)
+        f.learn_call(new, DurationHints(), 0.5, None)
     assert f.expected_levels(new, ("bash",)) == []  # enough history of its own: the expected tools are not read
     assert f.expected_levels(ToolKey.of("bash"), ("bash",)) == []
 

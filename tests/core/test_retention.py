@@ -8,7 +8,7 @@ import pytest
 from tao_coordinator.core.actions import Interrupt, Route
 from tao_coordinator.core.coordinator import Coordinator
 from tao_coordinator.core.events import Acquire, LlmEnd, NodeRemoved, NodeUpdate, Register, ToolEnd, ToolStart
-from tao_coordinator.core.model import AgentContext, ToolHints
+from tao_coordinator.core.model import AgentProfile, DurationHints
 from tao_coordinator.core.policies import make_policy
 from tao_coordinator.core.settings import CoreSettings
 from tao_coordinator.core.signals import CacheCredit, SignalContext
@@ -89,7 +89,7 @@ ASKED = (PROMPT - 1) // 16 * 16  # what vLLM can hit of the previous call's 30,0
 def evicted_and_back(c, session, at, elapsed, kept):
     """The session loses its place during a tool (its node fails for a moment), comes back to the node `elapsed`
     after its previous call ended and finds `kept` tokens cached. Returns when that call ended."""
-    c.on_event(ToolStart(session, "t", "bash", ToolHints(sleep_s=600)), at)
+    c.on_event(ToolStart(session, "t", "bash", DurationHints(sleep_s=600)), at)
     assert c.on_event(NodeUpdate("a", 70_000, healthy=False), at + 0.1) == [Interrupt(session, "a")]
     c.on_event(NodeUpdate("a", 70_000), at + 0.1)
     c.on_event(ToolEnd(session, "t", elapsed), at + elapsed)
@@ -101,7 +101,7 @@ def evicted_and_back(c, session, at, elapsed, kept):
 def coordinator(**settings):
     c = Coordinator(make_policy("tao"), CoreSettings(**({"lease_ttl_s": 1e6, "credit_half_life_fit": True} | settings)))
     c.on_event(NodeUpdate("a", 70_000), 0.0)
-    c.on_event(Register("x", AgentContext(), expected_input_tokens=PROMPT), 0.0)
+    c.on_event(Register("x", AgentProfile(), expected_input_tokens=PROMPT), 0.0)
     assert c.on_event(Acquire("x"), 0.0) == [Route("x", "a")]
     c.on_event(LlmEnd("x", "a", PROMPT, 0, 0), 1.0)
     return c
@@ -139,7 +139,7 @@ def test_calls_of_a_session_that_lost_its_place_fit_the_node_half_life_that_cred
 
 def test_a_session_that_held_its_place_feeds_no_fit():
     c = coordinator()
-    c.on_event(ToolStart("x", "t", "bash", ToolHints(timeout_s=5)), 1.0)
+    c.on_event(ToolStart("x", "t", "bash", DurationHints(timeout_s=5)), 1.0)
     c.on_event(ToolEnd("x", "t", 2.0), 3.0)
     assert c.on_event(Acquire("x"), 3.0) == [Route("x", "a")]
     c.on_event(LlmEnd("x", "a", PROMPT, 0, 0), 4.0)  # vLLM evicted it, but TAO held the place: not eviction by age
@@ -150,7 +150,7 @@ def test_the_shared_prefix_other_sessions_keep_cached_says_nothing_about_the_ses
     shared = 10_000
     c = Coordinator(make_policy("tao"), CoreSettings(lease_ttl_s=1e6, credit_half_life_fit=True))
     c.on_event(NodeUpdate("a", 70_000), 0.0)
-    c.on_event(Register("x", AgentContext(shared_prefix_tokens=shared), expected_input_tokens=PROMPT), 0.0)
+    c.on_event(Register("x", AgentProfile(shared_prefix_tokens=shared), expected_input_tokens=PROMPT), 0.0)
     c.on_event(Acquire("x"), 0.0)
     c.on_event(LlmEnd("x", "a", PROMPT, 0, 0), 1.0)
     at = 1.0

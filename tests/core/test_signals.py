@@ -1,15 +1,15 @@
 """Cache credit, readiness, footprint and stability as the planner sees them."""
 
 from tao_coordinator.core.model import (
-    AgentContext,
+    AgentProfile,
+    AgentSession,
     CacheEvidence,
+    DurationHints,
     EvidenceSource,
     Node,
     Phase,
     ReadinessSchedule,
     RunningTool,
-    Session,
-    ToolHints,
 )
 from tao_coordinator.core.settings import CoreSettings
 from tao_coordinator.core.signals import CacheCredit, Footprint, Readiness, SignalContext, Stability
@@ -24,8 +24,8 @@ def ctx(now, nodes=NODES, **overrides):
 
 
 def session(**fields):
-    defaults = dict(id="s", context=AgentContext(), registered_at=0.0, lease_expires_at=1e9)
-    return Session(**(defaults | fields))
+    defaults = dict(id="s", context=AgentProfile(), registered_at=0.0, lease_expires_at=1e9)
+    return AgentSession(**(defaults | fields))
 
 
 def usage(node, tokens, at):
@@ -68,7 +68,7 @@ def test_no_credit_on_nodes_missing_from_the_context():
 def _tool(flip, top=4):
     """A call whose readiness goes from 0 to `top` at `flip`."""
     schedule = ReadinessSchedule(1.0, 0, (flip,), (top,))
-    return RunningTool("c", "bash", 0.0, ToolHints(), flip + 1.0, 0.0, "forecast", readiness=schedule)
+    return RunningTool("c", "bash", 0.0, DurationHints(), flip + 1.0, 0.0, "forecast", readiness=schedule)
 
 
 def test_readiness_by_phase_and_schedule():
@@ -88,7 +88,7 @@ def test_readiness_by_phase_and_schedule():
 
 def test_footprint_subtracts_the_shared_prefix_and_adds_expected_output():
     s = session(
-        context=AgentContext(shared_prefix_tokens=2000),
+        context=AgentProfile(shared_prefix_tokens=2000),
         context_tokens=10_000,
         expected_input_tokens=12_000,
         completed_calls=2,

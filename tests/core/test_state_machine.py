@@ -4,15 +4,15 @@ import pytest
 
 from tao_coordinator.core import state_machine as sm
 from tao_coordinator.core.errors import IllegalTransition
-from tao_coordinator.core.model import AgentContext, Phase, RunningTool, Session, ToolHints
+from tao_coordinator.core.model import AgentProfile, AgentSession, DurationHints, Phase, RunningTool
 
 
 def new(**fields):
-    return Session(**(dict(id="s", context=AgentContext(), registered_at=0.0, lease_expires_at=1e9) | fields))
+    return AgentSession(**(dict(id="s", context=AgentProfile(), registered_at=0.0, lease_expires_at=1e9) | fields))
 
 
 def tool(call_id="c1"):
-    return RunningTool(call_id, "bash", 1.0, ToolHints(), 3.0, 1.0, "default")
+    return RunningTool(call_id, "bash", 1.0, DurationHints(), 3.0, 1.0, "default")
 
 
 def checked(session):

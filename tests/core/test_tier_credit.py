@@ -9,7 +9,7 @@ import pytest
 from tao_coordinator.core.coordinator import Coordinator
 from tao_coordinator.core.errors import InvalidEvent
 from tao_coordinator.core.events import CacheResidency, EngineCounters, NodeUpdate
-from tao_coordinator.core.model import AgentContext, CacheEvidence, EvidenceSource, Node, NodeRates, Phase, Session
+from tao_coordinator.core.model import AgentProfile, AgentSession, CacheEvidence, EvidenceSource, Node, NodeRates, Phase
 from tao_coordinator.core.node_rates import NodeRateFit
 from tao_coordinator.core.policies import make_policy
 from tao_coordinator.core.policies.admission import FastAdmit
@@ -22,8 +22,8 @@ SETTINGS = CoreSettings()  # h = 10 s, units of 1024 tokens
 UNIT = SETTINGS.credit_unit_tokens
 
 
-def session(*evidence: CacheEvidence) -> Session:
-    return Session(id="s", context=AgentContext(), registered_at=0.0, lease_expires_at=1e9, evidence=evidence)
+def session(*evidence: CacheEvidence) -> AgentSession:
+    return AgentSession(id="s", context=AgentProfile(), registered_at=0.0, lease_expires_at=1e9, evidence=evidence)
 
 
 def usage(tokens: int, at: float = 0.0) -> CacheEvidence:

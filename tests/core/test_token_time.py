@@ -7,7 +7,7 @@ import pytest
 
 from tao_coordinator.core.coordinator import Coordinator
 from tao_coordinator.core.events import Acquire, EngineCounters, NodeUpdate, Register
-from tao_coordinator.core.model import AgentContext, Node, Phase, Session
+from tao_coordinator.core.model import AgentProfile, AgentSession, Node, Phase
 from tao_coordinator.core.policies import make_policy
 from tao_coordinator.core.settings import CoreSettings
 from tao_coordinator.core.signals import SignalContext, TokenTime
@@ -16,10 +16,10 @@ from tao_coordinator.core.signals.token_time import LEVELS, call_token_steps, co
 SETTINGS = CoreSettings()
 
 
-def waiting(context_tokens: int, calls: int = 1, output_per_call: int = 100, **changes: object) -> Session:
-    session = Session(
+def waiting(context_tokens: int, calls: int = 1, output_per_call: int = 100, **changes: object) -> AgentSession:
+    session = AgentSession(
         id="s",
-        context=AgentContext(),
+        context=AgentProfile(),
         registered_at=0.0,
         lease_expires_at=1e9,
         phase=Phase.WAITING,
@@ -30,7 +30,7 @@ def waiting(context_tokens: int, calls: int = 1, output_per_call: int = 100, **c
     return replace(session, **changes)
 
 
-def values(session: Session, **steps: float) -> dict[str, int]:
+def values(session: AgentSession, **steps: float) -> dict[str, int]:
     nodes = {name: Node(name, 100_000, decode_step_s=step) for name, step in steps.items()}
     return dict(TokenTime().on_nodes(session, SignalContext(0.0, SETTINGS, nodes)))
 
@@ -87,7 +87,7 @@ def test_tao_plans_new_sessions_onto_the_node_whose_steps_are_faster() -> None:
     measured(core, "b", 0.02)
     assert core.state.nodes["b"].decode_step_s == coarse_step_s(0.02)
     for k in range(4):
-        core.on_event(Register(f"s{k}", AgentContext()), 2.0)
+        core.on_event(Register(f"s{k}", AgentProfile()), 2.0)
         core.on_event(Acquire(f"s{k}", 5_000), 2.0)
     assert [core.state.sessions[f"s{k}"].node for k in range(4)] == ["b"] * 4
     assert core.planner.stats.placements_applied == 4  # placed by plans, not by fast admission

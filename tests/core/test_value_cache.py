@@ -1,6 +1,6 @@
 """Values kept from one plan to the next are the values a fresh evaluation gives, at every instant.
 
-The planner keeps a session's item while its `Session` object, the nodes' inputs and the settings are the same and
+The planner keeps a session's item while its `AgentSession` object, the nodes' inputs and the settings are the same and
 `now` is before the value's next step (`SessionValue.until`). These tests drive `build_problem` through a random
 history — time passing in steps large and tiny, sessions replaced, nodes changing — and compare each problem with
 the one built without the cache.
@@ -10,17 +10,17 @@ import random
 from dataclasses import replace
 
 from tao_coordinator.core.model import (
-    AgentContext,
+    AgentProfile,
+    AgentSession,
     CacheEvidence,
+    DurationHints,
     EvidenceSource,
     Node,
     Phase,
     ReadinessSchedule,
     RunningTool,
-    Session,
-    ToolHints,
 )
-from tao_coordinator.core.policies.placement import ValueCache, build_problem
+from tao_coordinator.core.policies.problem import ValueCache, build_problem
 from tao_coordinator.core.policies.tao import tao
 from tao_coordinator.core.settings import CoreSettings
 from tao_coordinator.core.signals import CacheCredit, Readiness, SignalContext
@@ -30,7 +30,7 @@ SETTINGS = CoreSettings()
 SOURCES = (EvidenceSource.KV_EVENTS, EvidenceSource.USAGE, EvidenceSource.ESTIMATE)
 
 
-def random_session(rng: random.Random, k: int, now: float, nodes: list[Node]) -> Session:
+def random_session(rng: random.Random, k: int, now: float, nodes: list[Node]) -> AgentSession:
     evidence = tuple(
         CacheEvidence(node.id, rng.randint(0, 90_000), now - rng.uniform(0, 40), rng.choice(SOURCES))
         for node in rng.sample(nodes, rng.randint(0, 3))
@@ -43,10 +43,10 @@ def random_session(rng: random.Random, k: int, now: float, nodes: list[Node]) ->
             node = None
         times = tuple(sorted(now + rng.uniform(0, 5) for _ in range(rng.randint(0, 3))))
         schedule = ReadinessSchedule(1.0, 0, times, tuple(range(1, len(times) + 1)))
-        tools = (RunningTool("c", "bash", now, ToolHints(), now + 3, now, "forecast", None, schedule),)
-    return Session(
+        tools = (RunningTool("c", "bash", now, DurationHints(), now + 3, now, "forecast", None, schedule),)
+    return AgentSession(
         id=f"s{k}",
-        context=AgentContext(),
+        context=AgentProfile(),
         registered_at=0.0,
         lease_expires_at=1e9,
         phase=phase,
@@ -96,7 +96,7 @@ def test_credit_is_kept_until_it_drops_a_unit_and_evaluated_again_then():
     node = Node("a", 300_000)
     nodes = {"a": node}
     evidence = (CacheEvidence("a", 10 * 1024 + 100, 0.0, EvidenceSource.USAGE),)
-    session = Session(id="s", context=AgentContext(), registered_at=0.0, lease_expires_at=1e9, evidence=evidence)
+    session = AgentSession(id="s", context=AgentProfile(), registered_at=0.0, lease_expires_at=1e9, evidence=evidence)
     credit = CacheCredit()
     until = credit.changes_at(session, SignalContext(0.0, SETTINGS, nodes))
     assert credit.on_nodes(session, SignalContext(0.0, SETTINGS, nodes)) == {"a": 10}
@@ -109,9 +109,9 @@ def test_credit_is_kept_until_it_drops_a_unit_and_evaluated_again_then():
 
 def test_readiness_changes_at_its_schedules_next_step():
     schedule = ReadinessSchedule(1.0, 0, (5.0, 9.0), (1, 2))
-    tools = (RunningTool("c", "bash", 0.0, ToolHints(), 10.0, 0.0, "forecast", None, schedule),)
-    session = Session(
-        id="s", context=AgentContext(), registered_at=0.0, lease_expires_at=1e9, phase=Phase.IN_TOOL, tools=tools
+    tools = (RunningTool("c", "bash", 0.0, DurationHints(), 10.0, 0.0, "forecast", None, schedule),)
+    session = AgentSession(
+        id="s", context=AgentProfile(), registered_at=0.0, lease_expires_at=1e9, phase=Phase.IN_TOOL, tools=tools
     )
     signal = Readiness()
     assert signal.changes_at(session, SignalContext(1.0, SETTINGS, {})) == 5.0

@@ -5,12 +5,12 @@ import math
 from tao_coordinator.core.coordinator import Coordinator
 from tao_coordinator.core.events import Acquire, LlmEnd, NodeUpdate, Register
 from tao_coordinator.core.model import (
-    AgentContext,
+    AgentProfile,
+    AgentSession,
     CacheEvidence,
     EvidenceSource,
     Node,
     Phase,
-    Session,
     shared_prefix_blocks,
 )
 from tao_coordinator.core.policies import make_policy
@@ -26,8 +26,8 @@ SYSTEM = ((1_000, 600),)
 
 
 def agent(session_id, runs, parent="", evidence=(), **fields):
-    context = AgentContext(workflow_id="", parent_session_id=parent)
-    return Session(session_id, context, 0.0, 1e9, prompt_block_runs=runs, evidence=tuple(evidence), **fields)
+    context = AgentProfile(workflow_id="", parent_session_id=parent)
+    return AgentSession(session_id, context, 0.0, 1e9, prompt_block_runs=runs, evidence=tuple(evidence), **fields)
 
 
 def credit(session, sessions, workflow=True):
@@ -61,14 +61,14 @@ def test_a_sibling_inside_a_call_counts_as_holding_its_prompt_and_own_credit_is_
 
 
 def test_a_workflow_id_groups_sessions_and_their_values_are_evaluated_at_every_plan():
-    shared = AgentContext(workflow_id="w", shared_prefix_tokens=4_096)
-    first = Session("x", shared, 0.0, 1e9, evidence=(CacheEvidence("b", 50_000, 0.0, EvidenceSource.USAGE),))
-    second = Session("y", shared, 0.0, 1e9)
+    shared = AgentProfile(workflow_id="w", shared_prefix_tokens=4_096)
+    first = AgentSession("x", shared, 0.0, 1e9, evidence=(CacheEvidence("b", 50_000, 0.0, EvidenceSource.USAGE),))
+    second = AgentSession("y", shared, 0.0, 1e9)
     ctx = SignalContext(0.0, SETTINGS, NODES, WorkflowIndex.of([first, second]))
     signal = CacheCredit()
     assert signal.on_nodes(second, ctx) == {"b": 4}  # the declared shared head, without block identities
     assert signal.changes_at(second, ctx) == 0.0  # depends on other sessions: never kept across plans
-    alone = Session("z", AgentContext(), 0.0, 1e9)
+    alone = AgentSession("z", AgentProfile(), 0.0, 1e9)
     assert signal.changes_at(alone, SignalContext(0.0, SETTINGS, NODES, WorkflowIndex.of([alone]))) == math.inf
 
 
@@ -89,11 +89,11 @@ def test_the_coordinator_plans_a_new_sub_agent_onto_its_parents_node():
         c = Coordinator(make_policy(policy), SETTINGS.model_copy(update={"lease_ttl_s": 1e6}))
         for node in ("a", "b"):
             c.on_event(NodeUpdate(node, 200_000), 0.0)
-        c.on_event(Register("p", AgentContext(shared_prefix_tokens=9_600), expected_input_tokens=40_000), 0.0)
+        c.on_event(Register("p", AgentProfile(shared_prefix_tokens=9_600), expected_input_tokens=40_000), 0.0)
         c.on_event(Acquire("p"), 0.0)
         node = c.state.session("p").node
         c.on_event(LlmEnd("p", node, 40_000, 0, 100), 1.0)
-        context = AgentContext(parent_session_id="p", shared_prefix_tokens=9_600)
+        context = AgentProfile(parent_session_id="p", shared_prefix_tokens=9_600)
         c.on_event(Register("p/c", context, expected_input_tokens=10_000), 2.0)
         return node, c.state.session("p/c").node
 

@@ -1,4 +1,4 @@
-"""The session record: every float field of `Session` is declared a time or not, and a record read by another
+"""The session record: every float field of `AgentSession` is declared a time or not, and a record read by another
 process (another loop clock) holds the same wall-clock times."""
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 
 from tao_coordinator.core.model import (
-    AgentContext,
+    AgentProfile,
+    AgentSession,
     CacheEvidence,
+    DurationHints,
     EvidenceSource,
     Phase,
     ReadinessSchedule,
     RunningTool,
-    Session,
-    ToolHints,
 )
 from tao_coordinator.ha.codec import (
     NON_TIME_FLOATS,
@@ -58,40 +58,42 @@ def flatten(hint: Any) -> list[Any]:
 
 
 def test_every_float_field_of_session_is_declared_a_time_or_not() -> None:
-    fields = float_fields(Session)
+    fields = float_fields(AgentSession)
     undeclared = fields - TIME_FIELDS - NON_TIME_FLOATS
     assert not undeclared, f"declare these in ha/codec.py as TIME_FIELDS or NON_TIME_FLOATS: {sorted(undeclared)}"
     assert not TIME_FIELDS & NON_TIME_FLOATS
-    assert fields == TIME_FIELDS | NON_TIME_FLOATS, "the codec declares fields Session no longer has"
+    assert fields == TIME_FIELDS | NON_TIME_FLOATS, "the codec declares fields AgentSession no longer has"
 
 
 def test_time_fields_hold_floats_only() -> None:
     """`shift` moves a float, an optional float or a tuple of floats; nothing else may be declared a time."""
     for name in TIME_FIELDS:
         cls_name, field = name.split(".")
-        cls = {c.__name__: c for c in (Session, RunningTool, ToolHints, ReadinessSchedule, CacheEvidence)}[cls_name]
+        cls = {c.__name__: c for c in (AgentSession, RunningTool, DurationHints, ReadinessSchedule, CacheEvidence)}[
+            cls_name
+        ]
         hint = typing.get_type_hints(cls)[field]
         allowed = {float, NoneType, tuple}
         assert {typing.get_origin(p) or p for p in flatten(hint)} <= allowed | {UnionType}, name
 
 
-def sample(t0: float) -> Session:
+def sample(t0: float) -> AgentSession:
     """A session with every time set (from `t0`, in steps that floats add exactly) and every part present."""
     tool = RunningTool(
         call_id="call-1",
         tool="bash",
         started_at=t0 + 1.5,
-        hints=ToolHints(timeout_s=30.0, sleep_s=2.0, background=True, deadline=t0 + 31.5),
+        hints=DurationHints(timeout_s=30.0, sleep_s=2.0, background=True, deadline=t0 + 31.5),
         predicted_end=t0 + 4.25,
         predicted_at=t0 + 1.5,
         source="hint",
         program="pytest",
         readiness=ReadinessSchedule(horizon_s=8.0, initial=1, times=(t0 + 2.0, t0 + 3.5), levels=(2, 4)),
     )
-    endless = dataclasses.replace(tool, call_id="call-2", predicted_end=math.inf, hints=ToolHints(deadline=None))
-    return Session(
+    endless = dataclasses.replace(tool, call_id="call-2", predicted_end=math.inf, hints=DurationHints(deadline=None))
+    return AgentSession(
         id="s-1",
-        context=AgentContext(
+        context=AgentProfile(
             harness="mini",
             workflow_id="w",
             parent_session_id="p",
@@ -140,7 +142,7 @@ def test_a_record_keeps_wall_clock_times_across_loop_clocks(writer_offset: float
 
 
 def test_shift_leaves_durations_and_defaults_alone() -> None:
-    session = Session("s", AgentContext(), registered_at=5.0, lease_expires_at=6.0)
+    session = AgentSession("s", AgentProfile(), registered_at=5.0, lease_expires_at=6.0)
     moved = shift(session, 10.0)
     assert (moved.registered_at, moved.lease_expires_at, moved.phase_since) == (15.0, 16.0, 10.0)
     assert moved.context is session.context

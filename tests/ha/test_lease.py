@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 from redis.asyncio import Redis
 
-from tao_coordinator.core.model import AgentContext, Session
+from tao_coordinator.core.model import AgentProfile, AgentSession
 from tao_coordinator.ha import Fenced, LeaderElection, LocalRedis, RedisStateStore, SessionRecord
 from tao_coordinator.ha.lease import parse_leader
 from tests.ha.conftest import TTL_S, wait_for
@@ -194,4 +194,6 @@ async def test_a_leader_resumes_its_lease_after_a_short_redis_outage(elections: 
 
 
 def record(session_id: str, version: int) -> SessionRecord:
-    return SessionRecord(Session(session_id, AgentContext(), 1.0, 2.0, version=version), lease_id=f"lease-{session_id}")
+    return SessionRecord(
+        AgentSession(session_id, AgentProfile(), 1.0, 2.0, version=version), lease_id=f"lease-{session_id}"
+    )

@@ -22,7 +22,7 @@ FAILOVER_S = TTL_S + TTL_S / 3 + 0.5
 
 LEADER = """
 import asyncio, sys
-from tao_coordinator.core.model import AgentContext, Session
+from tao_coordinator.core.model import AgentProfile, AgentSession
 from tao_coordinator.ha import REDIS_ERRORS, Fenced, LeaderElection, RedisStateStore, SessionRecord, connect
 
 async def main(url: str, ttl_s: float) -> None:
@@ -37,7 +37,7 @@ async def main(url: str, ttl_s: float) -> None:
             continue
         version += 1
         try:
-            await store.write([SessionRecord(Session("from-proc", AgentContext(), 0.0, 0.0, version=version))])
+            await store.write([SessionRecord(AgentSession("from-proc", AgentProfile(), 0.0, 0.0, version=version))])
         except (Fenced, *REDIS_ERRORS):
             pass
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 from redis.asyncio import Redis
 
-from tao_coordinator.core.model import AgentContext, CacheEvidence, EvidenceSource, Phase, Session
+from tao_coordinator.core.model import AgentProfile, AgentSession, CacheEvidence, EvidenceSource, Phase
 from tao_coordinator.ha import Fenced, LeaderElection, LocalRedis, RedisStateStore, SessionRecord, ToolRow
 from tests.ha.conftest import assert_close, wait_for
 
@@ -16,9 +16,9 @@ Make = Callable[..., LeaderElection]
 
 
 def record(session_id: str, now: float, version: int = 1) -> SessionRecord:
-    session = Session(
+    session = AgentSession(
         session_id,
-        AgentContext(harness="mini", labels={"k": "v"}),
+        AgentProfile(harness="mini", labels={"k": "v"}),
         registered_at=now,
         lease_expires_at=now + 60,
         phase=Phase.ADMITTED,

@@ -5,11 +5,11 @@ vLLM admits a request when its prompt's blocks fit."""
 from tao_coordinator.core.actions import Admit, Interrupt, Route
 from tao_coordinator.core.coordinator import Coordinator
 from tao_coordinator.core.events import Acquire, LlmEnd, NodeUpdate, Register, Tick, ToolEnd, ToolStart
-from tao_coordinator.core.model import AgentContext
+from tao_coordinator.core.model import AgentProfile
 from tao_coordinator.core.policies.continuum import ContinuumPolicy
 from tao_coordinator.core.settings import CoreSettings
 
-MINI = AgentContext(harness="mini-swe-agent")
+MINI = AgentProfile(harness="mini-swe-agent")
 
 
 def fleet(capacity=25_000, nodes=("a",)):
@@ -63,7 +63,7 @@ def test_a_tool_whose_mean_gap_passes_two_seconds_or_a_tool_call_harness_is_not_
     start(c, "s3", 30.0)
     assert call_then_tool(c, "s1", 31.0) == [Interrupt("s1", "a"), Admit("s3", "a"), Route("s3", "a")]
     c2 = fleet()
-    claude = AgentContext(harness="agentx")
+    claude = AgentProfile(harness="agentx")
     start(c2, "c1", 0.0, context=claude)
     start(c2, "c2", 0.0, context=claude)
     start(c2, "c3", 0.0, context=claude)

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from tao_coordinator.core.events import KvCacheEvent, LlmEnd, LlmFirstToken, ToolStart
-from tao_coordinator.core.model import AgentContext, Node, NodeRates, Session
+from tao_coordinator.core.model import AgentProfile, AgentSession, Node, NodeRates
 from tao_coordinator.core.policies import UnknownPolicy, make_policy
 from tao_coordinator.core.policies.cost_model import (
     LOAD_TOKENS_PER_S,
@@ -199,7 +199,7 @@ def test_the_decode_fit_uses_the_calls_own_inter_token_time_without_node_figures
 
 def test_affinity_decays_with_the_fitted_half_life_and_tools_need_a_shared_prefix():
     policy = CostModelPolicy()
-    context = AgentContext(workflow_id="wf", shared_prefix_tokens=3000, expected_next_tools=("bash", "edit"))
+    context = AgentProfile(workflow_id="wf", shared_prefix_tokens=3000, expected_next_tools=("bash", "edit"))
     node = Node("a", 1_000_000, credit_half_life_s=20.0)
     first = _session("s", 4000, context=context)
     policy.route(first, {"a": node}, 0.0)
@@ -268,9 +268,9 @@ def test_the_registry_builds_it_with_options():
 
 
 def _session(sid, tokens, runs=(), output=None, context=None, context_tokens=0):
-    context = context or AgentContext()
+    context = context or AgentProfile()
     if output is not None:
-        context = AgentContext(labels={"expected_output_tokens": str(output)})
-    return Session(
+        context = AgentProfile(labels={"expected_output_tokens": str(output)})
+    return AgentSession(
         sid, context, 0.0, 1e9, expected_input_tokens=tokens, prompt_block_runs=runs, context_tokens=context_tokens
     )

@@ -4,13 +4,13 @@ import random
 from collections import Counter
 
 from tao_coordinator.core.events import KvCacheEvent, LlmEnd, LlmFirstToken
-from tao_coordinator.core.model import AgentContext, Node, Session
+from tao_coordinator.core.model import AgentProfile, AgentSession, Node
 from tao_coordinator.core.policies.dynamo import DynamoPolicy, pick, worker_cost
 from tao_coordinator.core.policies.llm_d import LlmdPolicy, truncate
 
 
 def _session(sid, tokens, runs=()):
-    return Session(sid, AgentContext(), 0.0, 1e9, expected_input_tokens=tokens, prompt_block_runs=runs)
+    return AgentSession(sid, AgentProfile(), 0.0, 1e9, expected_input_tokens=tokens, prompt_block_runs=runs)
 
 
 def _nodes(*names, **loads):

@@ -1,14 +1,14 @@
 """Least-loaded and SGLang cache-aware on hand-made fleets: each rule of the reference, one situation each."""
 
 from tao_coordinator.core.events import Close, LlmEnd
-from tao_coordinator.core.model import AgentContext, Node, Session
+from tao_coordinator.core.model import AgentProfile, AgentSession, Node
 from tao_coordinator.core.policies.least_loaded import LeastLoadedPolicy
 from tao_coordinator.core.policies.round_robin import RoundRobinPolicy
 from tao_coordinator.core.policies.sglang import SglangCacheAwarePolicy
 
 
 def _session(sid, tokens=1600, runs=()):
-    return Session(sid, AgentContext(), 0.0, 1e9, expected_input_tokens=tokens, prompt_block_runs=runs)
+    return AgentSession(sid, AgentProfile(), 0.0, 1e9, expected_input_tokens=tokens, prompt_block_runs=runs)
 
 
 def _nodes(**loads):

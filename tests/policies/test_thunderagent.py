@@ -1,7 +1,7 @@
 """ThunderAgent's released rules on hand-made snapshots: pause smallest ACTING first, the marking quirk, resume order
 with worst-fit placement, new-program queueing, decay variants, forced resume."""
 
-from tao_coordinator.core.model import AgentContext, Node, Phase, RunningTool, Session, ToolHints
+from tao_coordinator.core.model import AgentProfile, AgentSession, DurationHints, Node, Phase, RunningTool
 from tao_coordinator.core.policies.thunderagent import ThunderAgentPolicy
 from tao_coordinator.core.settings import CoreSettings
 from tao_coordinator.core.snapshot import Snapshot
@@ -12,12 +12,12 @@ C = 100_000  # a node of capacity_tokens 99,984 has num_gpu_blocks × block_size
 def prog(sid, tokens, phase, node=None, since=0.0, calls=1, registered=0.0):
     fields = {"phase": phase, "node": node, "phase_since": since, "context_tokens": tokens, "completed_calls": calls}
     if phase is Phase.IN_TOOL:
-        fields["tools"] = (RunningTool("c", "t", since, ToolHints(), since + 5, since, "default"),)
+        fields["tools"] = (RunningTool("c", "t", since, DurationHints(), since + 5, since, "default"),)
     if phase is Phase.IN_LLM:
         fields["llm_calls"] = 1
     if phase is Phase.WAITING:
         fields["acquire_pending"] = True
-    session = Session(sid, AgentContext(), registered, 1e9, **fields)
+    session = AgentSession(sid, AgentProfile(), registered, 1e9, **fields)
     session.check()
     return session
 

@@ -5,14 +5,14 @@ import pytest
 
 from tao_coordinator.core.errors import InvalidEvent
 from tao_coordinator.core.events import KvCacheEvent
-from tao_coordinator.core.model import AgentContext, Node, Session
+from tao_coordinator.core.model import AgentProfile, AgentSession, Node
 from tao_coordinator.core.policies import BASELINES, make_policy
 from tao_coordinator.core.policies.dynamo import DynamoPolicy, skip, storage_tier
 from tao_coordinator.core.policies.llm_d import LlmdPolicy, LlmdPrecisePolicy, weighted_prefix
 
 
 def _session(sid, tokens, runs=()):
-    return Session(sid, AgentContext(), 0.0, 1e9, expected_input_tokens=tokens, prompt_block_runs=runs)
+    return AgentSession(sid, AgentProfile(), 0.0, 1e9, expected_input_tokens=tokens, prompt_block_runs=runs)
 
 
 def _nodes(*names):

@@ -47,7 +47,7 @@ import numpy as np
 
 from ..core.forecast import PAPER_HORIZON_S, Forecaster, Prediction, ReadinessRule, ToolHistory, ToolKey
 from ..core.forecast.forecaster import apply_hints
-from ..core.model import ToolHints
+from ..core.model import DurationHints
 from ..core.settings import CoreSettings
 from ..progress import Progress
 from ..sim.workloads import SessionScript, Workload, load_agentx, load_mini_swe, traces_dir
@@ -65,7 +65,7 @@ class ToolCall:
     duration_s: float
     started_at: float
     """On the session's own clock: orders its calls and says which results came before this one."""
-    hints: ToolHints = field(default_factory=ToolHints)
+    hints: DurationHints = field(default_factory=DurationHints)
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def _script_sessions(script: SessionScript) -> Iterator[list[ToolCall]]:
     for spec in script.requests:
         if spec.gap_kind == "tool":
             key = ToolKey.of(spec.tool, spec.program)
-            calls.append(ToolCall(script.id, key, spec.gap_before_s, clock, spec.hints or ToolHints()))
+            calls.append(ToolCall(script.id, key, spec.gap_before_s, clock, spec.hints or DurationHints()))
             clock += spec.gap_before_s
     yield calls
     for launch in script.subagents:

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..core.plan import Plan
-from ..core.policies.placement import build_problem
+from ..core.policies.problem import build_problem
 from ..core.policies.tao import TaoPolicy, tao, tao_no_dp
 from ..core.snapshot import Snapshot
 from ..core.solver.problem import relative_gap

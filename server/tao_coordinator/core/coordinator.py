@@ -63,7 +63,7 @@ from .events import (
     ToolStart,
 )
 from .forecast import AdaptiveHorizon, Forecaster, ToolHistory
-from .model import CacheEvidence, EvidenceSource, Node, NodeId, NodeRates, Phase, RunningTool, Session, SessionId
+from .model import AgentSession, CacheEvidence, EvidenceSource, Node, NodeId, NodeRates, Phase, RunningTool, SessionId
 from .node_rates import NodeRateFit
 from .plan import PlanFinished
 from .planner import Planner
@@ -211,7 +211,7 @@ class Coordinator:
     def _lease(self, now: float) -> float:
         return now + self.settings.lease_ttl_s
 
-    def _put_changed(self, session: Session, **changes: object) -> None:
+    def _put_changed(self, session: AgentSession, **changes: object) -> None:
         self.state.put(replace(session, version=session.version + 1, **changes))  # type: ignore[arg-type]
 
     def _register(self, event: Register, now: float) -> list[Action]:
@@ -219,7 +219,7 @@ class Coordinator:
         if existing is not None:
             raise DuplicateSession(event.session_id)
         self.state.put(
-            Session(
+            AgentSession(
                 id=event.session_id,
                 context=event.context,
                 registered_at=now,
@@ -269,7 +269,7 @@ class Coordinator:
             self.planner.mark_dirty()
         return []
 
-    def cannot_avoid(self, session: Session, avoid: set[NodeId]) -> str | None:
+    def cannot_avoid(self, session: AgentSession, avoid: set[NodeId]) -> str | None:
         """Why a call of `session` cannot be placed at once away from `avoid` (None: it can). Names of nodes the
         fleet no longer has are avoided by construction."""
         if session.phase is Phase.IN_LLM and session.node in avoid:
@@ -314,7 +314,7 @@ class Coordinator:
         self.state.put(state_machine.llm_end(session, now, **changes))
         return []
 
-    def _refused(self, session: Session, event: LlmEnd, now: float) -> list[Action]:
+    def _refused(self, session: AgentSession, event: LlmEnd, now: float) -> list[Action]:
         if event.node_id != session.node:
             detail = f"the call runs on {session.node}, not on {event.node_id}, the node said to refuse it"
             raise IllegalTransition(session.id, session.phase.name, "llm_end", detail)
@@ -342,7 +342,7 @@ class Coordinator:
             self.state.put_node(replace(node, healthy=healthy, version=node.version + 1))
             self._nodes_changed = True
 
-    def _cache_outcome(self, session: Session, event: LlmEnd, now: float) -> None:
+    def _cache_outcome(self, session: AgentSession, event: LlmEnd, now: float) -> None:
         """What the node kept of the session's previous context on it. A session that held its place there since
         that call tells the policy (`cache_kept`, see `policies/base.py`): TAO reserved that cache. One that did not
         feeds the node's half-life fit: its cache was at vLLM's mercy (a held place is protected by admission, so
@@ -358,7 +358,7 @@ class Coordinator:
             self._observe_retention(session, event.node_id, previous, asked, event.cached_tokens)
 
     def _observe_retention(
-        self, session: Session, node_id: NodeId, previous: CacheEvidence, asked: int, kept: int
+        self, session: AgentSession, node_id: NodeId, previous: CacheEvidence, asked: int, kept: int
     ) -> None:
         """Δt runs from the previous call's end to this call's start (the session's `phase_since`), the age credit
         had when the call was placed. The shared prefix (system prompt, tool catalog) is left out of asked and kept:
@@ -376,7 +376,7 @@ class Coordinator:
             if node.credit_half_life_s != fitted:
                 self.state.put_node(replace(node, credit_half_life_s=fitted))
 
-    def _hittable(self, session: Session, event: LlmEnd) -> tuple[CacheEvidence, int] | None:
+    def _hittable(self, session: AgentSession, event: LlmEnd) -> tuple[CacheEvidence, int] | None:
         """The session's previous usage on the call's node, and how many of its tokens this call could hit there:
         vLLM hits whole blocks only, and always computes a prompt's last token. None without usage figures."""
         if event.prompt_tokens is None:
@@ -512,7 +512,7 @@ class Coordinator:
     def _holders_misplaced(self) -> bool:
         return any(self.state.usable_node(node) is None for node in self.state.holders)
 
-    def _wake_times(self, session: Session) -> list[float]:
+    def _wake_times(self, session: AgentSession) -> list[float]:
         interval = self.settings.reestimate_interval_s
         times = [session.lease_expires_at]
         for tool in session.tools:
@@ -524,7 +524,7 @@ class Coordinator:
         times.extend(policy_wake_times(self.policy, session))
         return times
 
-    def _credit_wake_times(self, session: Session) -> list[float]:
+    def _credit_wake_times(self, session: AgentSession) -> list[float]:
         """Just after each snapshot credit falls below one unit at its node's half-life: stale credit stops
         outranking readiness then. A half-life fitted anew later moves no time set before: the tick comes early
         (harmless) or late (plans in between already see the credit as it decays)."""
@@ -559,7 +559,7 @@ def _without_load(node: Node) -> Node:
     return replace(node, version=0, running=0, waiting=0, kv_usage=0.0, preemptions=0, rates=NodeRates())
 
 
-def _agent_step(session: Session, event: Acquire) -> dict[str, Any]:
+def _agent_step(session: AgentSession, event: Acquire) -> dict[str, Any]:
     """The session fields an acquire changes with what it says of the agent's step (stored for the listing and for
     later decisions, read by none yet); a field the acquire leaves out keeps its value, and its context its object."""
     changes: dict[str, Any] = {}

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from .errors import InvalidEvent
-from .model import AgentContext, BlockRun, NodeId, SessionId, Tier, ToolHints
+from .model import AgentProfile, BlockRun, DurationHints, NodeId, SessionId, Tier
 
 
 def _require_id(name: str, value: str) -> None:
@@ -45,7 +45,7 @@ def _require_seconds(name: str, value: float | None) -> None:
 @dataclass(frozen=True, slots=True)
 class Register:
     session_id: SessionId
-    context: AgentContext = field(default_factory=AgentContext)
+    context: AgentProfile = field(default_factory=AgentProfile)
     expected_input_tokens: int | None = None
 
     def __post_init__(self) -> None:
@@ -124,7 +124,7 @@ class ToolStart:
     session_id: SessionId
     call_id: str
     tool: str
-    hints: ToolHints = field(default_factory=ToolHints)
+    hints: DurationHints = field(default_factory=DurationHints)
     program: str | None = None
     """For a shell tool: the program its command runs (`cargo`, `ls`), a file name of at most 64 characters; None
     when unknown or not a shell tool. Never the command text."""

@@ -1,13 +1,13 @@
 """Sessions, nodes and their parts, as small immutable values.
 
-Invariants (checked by `Session.check()` in tests and relied on everywhere):
+Invariants (checked by `AgentSession.check()` in tests and relied on everywhere):
 - `node` is the node on which the session holds a place, or None. CLOSED and WAITING never hold one; IN_LLM always
   does (a call runs on a node). ADMITTED always does: admission is the act of granting a place.
 - `llm_calls > 0` exactly when the phase is IN_LLM; `tools` is non-empty exactly when the phase is IN_TOOL.
 - `acquire_pending` is only set while the session waits for a place (WAITING).
 - `version` grows by one on every change; the planner compares it to decide whether a plan is stale.
 
-Nothing here mutates: transitions build a new `Session` with `dataclasses.replace` (see `state_machine.py`).
+Nothing here mutates: transitions build a new `AgentSession` with `dataclasses.replace` (see `state_machine.py`).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class EvidenceSource(enum.IntEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class AgentContext:
+class AgentProfile:
     """What the client tells us about the agent at registration."""
 
     harness: str = "unknown"
@@ -93,13 +93,13 @@ class AgentContext:
     shared_prefix_tokens: int = 0
     """Tokens at the head of every prompt that other sessions share (system prompt, tool catalog)."""
     expected_next_tools: tuple[str, ...] = ()
-    """As registered; the latest acquire that names tools replaces them (`Session.context`)."""
+    """As registered; the latest acquire that names tools replaces them (`AgentSession.context`)."""
     client_session_id: str = ""
     labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY_LABELS)
 
 
 @dataclass(frozen=True, slots=True)
-class ToolHints:
+class DurationHints:
     """What the tool call itself says about its duration. All optional; absent means unknown."""
 
     timeout_s: float | None = None
@@ -140,7 +140,7 @@ class RunningTool:
     call_id: str
     tool: str
     started_at: float
-    hints: ToolHints
+    hints: DurationHints
     predicted_end: float
     """Absolute time at which the tool is predicted to return."""
     predicted_at: float
@@ -165,11 +165,11 @@ class CacheEvidence:
 
 
 @dataclass(frozen=True, slots=True)
-class Session:
+class AgentSession:
     """One agent session as the coordinator sees it."""
 
     id: SessionId
-    context: AgentContext
+    context: AgentProfile
     registered_at: float
     lease_expires_at: float
     phase: Phase = Phase.WAITING

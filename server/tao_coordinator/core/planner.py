@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from . import state_machine
 from .actions import Action, Admit, Interrupt, Route
-from .model import Phase, Session
+from .model import AgentSession, Phase
 from .plan import Placement, Plan
 from .settings import CoreSettings
 from .snapshot import PlanJob, Snapshot
@@ -112,7 +112,7 @@ class _Applier:
     def _cells(self, placement: Placement) -> int:
         return token_cells(placement.weight_tokens, self.settings)
 
-    def _live(self, placement: Placement) -> Session | None:
+    def _live(self, placement: Placement) -> AgentSession | None:
         session = self.fleet.sessions.get(placement.session_id)
         expected = self.versions.get(placement.session_id, placement.version)
         if session is None or session.version != expected or session.phase in (Phase.IN_LLM, Phase.CLOSED):

@@ -1,6 +1,6 @@
 """Snapshots: the frozen view of the fleet a plan is computed from, and the job that carries one.
 
-A snapshot shares the immutable `Session` and `Node` objects of the live state, so taking one costs two tuple
+A snapshot shares the immutable `AgentSession` and `Node` objects of the live state, so taking one costs two tuple
 copies; nothing in it can change while a plan is solved off the event loop.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .model import Node, Session
+from .model import AgentSession, Node
 from .plan import Plan
 from .settings import CoreSettings
 
@@ -17,7 +17,7 @@ from .settings import CoreSettings
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     now: float
-    sessions: tuple[Session, ...]
+    sessions: tuple[AgentSession, ...]
     nodes: tuple[Node, ...]
     settings: CoreSettings
 

@@ -14,19 +14,19 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 
 from .errors import UnknownNode, UnknownSession
-from .model import Node, NodeId, Phase, Session, SessionId
+from .model import AgentSession, Node, NodeId, Phase, SessionId
 from .settings import CoreSettings
 from .signals.footprint import footprint_tokens
 from .snapshot import Snapshot
 
 
-def in_pool(session: Session) -> bool:
+def in_pool(session: AgentSession) -> bool:
     return session.node is None and session.phase in (Phase.WAITING, Phase.READY, Phase.IN_TOOL)
 
 
 class FleetState:
-    def __init__(self, wake_times: Callable[[Session], Iterable[float]] = lambda session: ()) -> None:
-        self.sessions: dict[SessionId, Session] = {}
+    def __init__(self, wake_times: Callable[[AgentSession], Iterable[float]] = lambda session: ()) -> None:
+        self.sessions: dict[SessionId, AgentSession] = {}
         self.nodes: dict[NodeId, Node] = {}
         self.pool: set[SessionId] = set()
         self.holders: Counter[NodeId] = Counter()
@@ -36,7 +36,7 @@ class FleetState:
         self._touched: set[SessionId] | None = None
         """Kept only once someone reads it (`take_touched`), so that a coordinator that never does keeps nothing."""
 
-    def session(self, session_id: SessionId) -> Session:
+    def session(self, session_id: SessionId) -> AgentSession:
         try:
             return self.sessions[session_id]
         except KeyError:
@@ -54,7 +54,7 @@ class FleetState:
         touched, self._touched = self._touched or set(), set()
         return touched
 
-    def put(self, session: Session) -> None:
+    def put(self, session: AgentSession) -> None:
         if session.phase is Phase.CLOSED:
             self.forget(session.id)
             return
@@ -92,7 +92,7 @@ class FleetState:
             heapq.heappop(self._wakeups)
         return self._wakeups[0][0] if self._wakeups else None
 
-    def _count_holder(self, session: Session | None, delta: int) -> None:
+    def _count_holder(self, session: AgentSession | None, delta: int) -> None:
         if session is not None and session.node is not None:
             self.holders[session.node] += delta
             if not self.holders[session.node]:
@@ -119,7 +119,7 @@ class FleetState:
 
     def used_cells(self, settings: CoreSettings) -> dict[NodeId, int]:
         """Capacity cells held per node by the sessions that hold places there, at their current footprint —
-        charged as the planner charges them (`policies/placement.py`): a session outside a call at most the
+        charged as the planner charges them (`policies/problem.py`): a session outside a call at most the
         largest plannable capacity, so a plan the solver found feasible is feasible here too."""
         largest = largest_plannable_tokens(self.nodes.values(), settings)
         used: dict[NodeId, int] = {}

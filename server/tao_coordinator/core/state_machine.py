@@ -1,7 +1,7 @@
 """The session state machine of design §3, as pure functions from a session to its next version.
 
 Rule: everything that changes a session's phase, place or in-flight work lives in this file. Each function either
-returns a new `Session` (version + 1) or raises `IllegalTransition` and changes nothing.
+returns a new `AgentSession` (version + 1) or raises `IllegalTransition` and changes nothing.
 
     register ─▶ WAITING ──admit(b)──▶ ADMITTED(b) ──acquire──▶ IN_LLM(b) ──llm_end──▶ ADMITTED(b)
     ADMITTED(b) / READY / WAITING ──tool_start──▶ IN_TOOL (keeps its place, or none)
@@ -20,10 +20,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .errors import IllegalTransition
-from .model import NodeId, Phase, RunningTool, Session
+from .model import AgentSession, NodeId, Phase, RunningTool
 
 
-def _next(session: Session, now: float, **changes: object) -> Session:
+def _next(session: AgentSession, now: float, **changes: object) -> AgentSession:
     phase = changes.get("phase", session.phase)
     if phase is not session.phase:
         changes["phase_since"] = now
@@ -33,11 +33,13 @@ def _next(session: Session, now: float, **changes: object) -> Session:
     return replace(session, version=session.version + 1, **changes)  # type: ignore[arg-type]
 
 
-def _illegal(session: Session, event: str, detail: str = "") -> IllegalTransition:
+def _illegal(session: AgentSession, event: str, detail: str = "") -> IllegalTransition:
     return IllegalTransition(session.id, session.phase.name, event, detail)
 
 
-def acquire(session: Session, now: float, route_to: NodeId | None, expected_input_tokens: int | None) -> Session:
+def acquire(
+    session: AgentSession, now: float, route_to: NodeId | None, expected_input_tokens: int | None
+) -> AgentSession:
     """The client asks for a node. `route_to` is where the call goes now, or None to wait for a place."""
     expected = session.expected_input_tokens if expected_input_tokens is None else expected_input_tokens
     if session.phase is Phase.IN_LLM:
@@ -59,7 +61,7 @@ def acquire(session: Session, now: float, route_to: NodeId | None, expected_inpu
     )
 
 
-def llm_end(session: Session, now: float, **updates: object) -> Session:
+def llm_end(session: AgentSession, now: float, **updates: object) -> AgentSession:
     """One call ended; the last one returns the session to ADMITTED on the same node."""
     if session.phase is not Phase.IN_LLM:
         raise _illegal(session, "llm_end", "no call is running")
@@ -68,7 +70,7 @@ def llm_end(session: Session, now: float, **updates: object) -> Session:
     return _next(session, now, phase=Phase.ADMITTED, llm_calls=0, **updates)
 
 
-def tool_start(session: Session, now: float, tool: RunningTool) -> Session:
+def tool_start(session: AgentSession, now: float, tool: RunningTool) -> AgentSession:
     if session.phase in (Phase.IN_LLM, Phase.CLOSED):
         raise _illegal(session, "tool_start", "report llm_end first" if session.phase is Phase.IN_LLM else "")
     if any(running.call_id == tool.call_id for running in session.tools):
@@ -76,7 +78,7 @@ def tool_start(session: Session, now: float, tool: RunningTool) -> Session:
     return _next(session, now, phase=Phase.IN_TOOL, tools=(*session.tools, tool), acquire_pending=False)
 
 
-def tool_end(session: Session, now: float, call_id: str) -> Session:
+def tool_end(session: AgentSession, now: float, call_id: str) -> AgentSession:
     if session.phase is not Phase.IN_TOOL or all(running.call_id != call_id for running in session.tools):
         raise _illegal(session, "tool_end", f"call {call_id!r} is not running")
     remaining = tuple(running for running in session.tools if running.call_id != call_id)
@@ -85,20 +87,20 @@ def tool_end(session: Session, now: float, call_id: str) -> Session:
     return _next(session, now, phase=Phase.READY, tools=())
 
 
-def replace_tools(session: Session, now: float, tools: tuple[RunningTool, ...]) -> Session:
+def replace_tools(session: AgentSession, now: float, tools: tuple[RunningTool, ...]) -> AgentSession:
     """New predictions for the running tools (re-estimation); the same calls must be running."""
     if session.phase is not Phase.IN_TOOL or {t.call_id for t in tools} != {t.call_id for t in session.tools}:
         raise _illegal(session, "reestimate", "the running tools changed")
     return _next(session, now, tools=tools)
 
 
-def close(session: Session, now: float) -> Session:
+def close(session: AgentSession, now: float) -> AgentSession:
     if session.phase is Phase.CLOSED:
         raise _illegal(session, "close", "already closed")
     return _next(session, now, phase=Phase.CLOSED, node=None, llm_calls=0, tools=(), acquire_pending=False)
 
 
-def admit(session: Session, now: float, node: NodeId) -> Session:
+def admit(session: AgentSession, now: float, node: NodeId) -> AgentSession:
     """The planner gives the session a place on `node` (or moves it there). A pending acquire starts the call."""
     if session.phase in (Phase.IN_LLM, Phase.CLOSED):
         raise _illegal(session, "admit", "sessions inside an LLM call are never moved")
@@ -108,7 +110,7 @@ def admit(session: Session, now: float, node: NodeId) -> Session:
     return _next(session, now, phase=phase, node=node)
 
 
-def interrupt(session: Session, now: float) -> Session:
+def interrupt(session: AgentSession, now: float) -> AgentSession:
     """The planner takes the session's place away; it rejoins the waiting pool."""
     if session.node is None or session.phase in (Phase.IN_LLM, Phase.CLOSED):
         raise _illegal(session, "interrupt", "holds no place" if session.node is None else "")

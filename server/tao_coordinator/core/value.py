@@ -19,7 +19,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .model import NodeId, Session
+from .model import AgentSession, NodeId
 from .signals.base import Signal, SignalContext
 
 Value = tuple[int, ...]
@@ -55,7 +55,7 @@ class ValueModel:
     def names(self) -> tuple[str, ...]:
         return tuple(signal.name for signal in self.signals)
 
-    def evaluate(self, session: Session, ctx: SignalContext) -> SessionValue:
+    def evaluate(self, session: AgentSession, ctx: SignalContext) -> SessionValue:
         base = [signal.base(session, ctx) for signal in self.signals]
         rows: dict[NodeId, list[int]] = {}
         for j, signal in self._node_dependent:

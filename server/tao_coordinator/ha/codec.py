@@ -1,14 +1,14 @@
-"""A live session's record in Redis: the core `Session`, the service's lease id and session token, as JSON.
+"""A live session's record in Redis: the core `AgentSession`, the service's lease id and session token, as JSON.
 
 The core's times are the writer's event-loop clock, which is monotonic and differs from process to process. A record
 therefore holds every time as wall-clock (unix) time: `encode_record` adds the writer's `wall_offset()` to each time
 field, `decode_record` subtracts the reader's, so a session read by a new leader has the same deadlines in wall time
 as it had on the old one (to within the two hosts' clock difference).
 
-Which float fields are times is declared here, by `Class.field`: `TIME_FIELDS` are shifted (a float, an optional
-float, or a tuple of floats), `NON_TIME_FLOATS` (durations, shares) are not. Every float field reachable from
-`Session` must be in exactly one of the two sets; tests/ha/test_codec.py walks the dataclasses and fails otherwise, so
-a field added to the core later forces a decision here. Infinite times stay infinite (JSON `Infinity`).
+Which float fields are times is declared here, by `Class.field`: `TIME_FIELDS` are shifted (a float, an optional float,
+or a tuple of floats), `NON_TIME_FLOATS` (durations, shares) are not. Every float field reachable from `AgentSession`
+must be in exactly one of the two sets; tests/ha/test_codec.py walks the dataclasses and fails otherwise, so a field
+added to the core later forces a decision here. Infinite times stay infinite (JSON `Infinity`).
 """
 
 from __future__ import annotations
@@ -25,21 +25,21 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from ..core.model import Session
+from ..core.model import AgentSession
 
 FORMAT = 1
 """Version of the record layout; a reader refuses records of another version."""
 
 TIME_FIELDS = frozenset(
     {
-        "Session.registered_at",
-        "Session.lease_expires_at",
-        "Session.phase_since",
-        "Session.placed_at",
+        "AgentSession.registered_at",
+        "AgentSession.lease_expires_at",
+        "AgentSession.phase_since",
+        "AgentSession.placed_at",
         "RunningTool.started_at",
         "RunningTool.predicted_end",
         "RunningTool.predicted_at",
-        "ToolHints.deadline",
+        "DurationHints.deadline",
         "ReadinessSchedule.times",
         "CacheEvidence.observed_at",
     }
@@ -48,14 +48,14 @@ TIME_FIELDS = frozenset(
 
 NON_TIME_FLOATS = frozenset(
     {
-        "ToolHints.timeout_s",
-        "ToolHints.sleep_s",
+        "DurationHints.timeout_s",
+        "DurationHints.sleep_s",
         "ReadinessSchedule.horizon_s",
     }
 )
 """Float fields holding a duration or a plain number, stored as they are."""
 
-_SESSION = TypeAdapter(Session)
+_SESSION = TypeAdapter(AgentSession)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +63,7 @@ class SessionRecord:
     """What the leader keeps of one live session: the core's view, the service's lease id and the session's live
     token (a replica that takes over must accept the token the client holds)."""
 
-    session: Session
+    session: AgentSession
     lease_id: str | None = None
     token: str | None = None
 

@@ -31,7 +31,7 @@ from typing import Any, Literal, get_args
 from ..core.actions import Route, StartPlan
 from ..core.coordinator import Coordinator
 from ..core.events import Acquire, Close, Event, LlmEnd, LlmFirstToken, NodeUpdate, Register, Tick, ToolEnd, ToolStart
-from ..core.model import AgentContext, ToolHints
+from ..core.model import AgentProfile, DurationHints
 from ..core.plan import PlanFinished
 from ..core.policies import make_policy
 from ..core.policies.base import policy_inputs
@@ -219,7 +219,7 @@ class FleetSimulation:
         root = session
         while root.parent is not None:
             root = root.parent
-        context = AgentContext(
+        context = AgentProfile(
             harness=script.meta.source,
             shared_prefix_tokens=script.meta.shared_prefix_tokens,
             workflow_id=root.id,
@@ -319,7 +319,9 @@ class FleetSimulation:
                 self._finish(session)
             return
         spec = session.script.requests[session.index]
-        self._event(ToolStart(session.id, f"call-{session.index}", spec.tool, spec.hints or ToolHints(), spec.program))
+        self._event(
+            ToolStart(session.id, f"call-{session.index}", spec.tool, spec.hints or DurationHints(), spec.program)
+        )
         if session.blocking_children:
             session.waiting_for_children = True
         else:

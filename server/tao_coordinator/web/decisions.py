@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.actions import Action, Admit, Interrupt, Route
-from ..core.model import Session
+from ..core.model import AgentSession
 from ..core.plan import Plan
 from ..core.policies.base import Policy
 from ..core.settings import CoreSettings
@@ -47,9 +47,9 @@ class PlanDecision:
     candidates: int
     admitted: dict[str, str] = field(default_factory=dict)
     interrupted: dict[str, str] = field(default_factory=dict)
-    """Session → the node it lost."""
+    """AgentSession → the node it lost."""
     moved: dict[str, tuple[str, str]] = field(default_factory=dict)
-    """Session → (from, to)."""
+    """AgentSession → (from, to)."""
     kept: dict[str, int] = field(default_factory=dict)
     """Node → holders that kept their place there."""
     signals: tuple[str, ...] = ()
@@ -157,7 +157,7 @@ class DecisionLog:
                 values[session.id] = value.on_nodes.get(node, value.base)
         return values
 
-    def acquired(self, before: Session | None, actions: Sequence[Action], state: FleetState) -> None:
+    def acquired(self, before: AgentSession | None, actions: Sequence[Action], state: FleetState) -> None:
         """An acquire answered at once: a fast admission (or a router's choice) for a session without a place."""
         if before is None:
             return
@@ -186,5 +186,5 @@ class DecisionLog:
         )
 
 
-def _route(session: Session, node: str) -> dict[str, Any]:
+def _route(session: AgentSession, node: str) -> dict[str, Any]:
     return {"decision": "route", "session": session.id, "node": node}

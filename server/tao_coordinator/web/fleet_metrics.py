@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from ..core.model import EvidenceSource, Session
+from ..core.model import AgentSession, EvidenceSource
 from ..fleet.kv_index import NodeKvIndex
 from ..fleet.poller import NodeObservation
 
@@ -21,7 +21,7 @@ def fleet_families(
     nodes: Iterable[str],
     observations: Mapping[str, NodeObservation],
     kv_index: Callable[[str], NodeKvIndex | None],
-    sessions: Iterable[Session],
+    sessions: Iterable[AgentSession],
 ) -> Iterator[Metric]:
     failures = CounterMetricFamily(
         "tao_node_scrape_failures", "Failed scrapes of each node, by kind.", labels=["node", "kind"]
@@ -70,7 +70,7 @@ def fleet_families(
     yield _kv_credit(sessions)
 
 
-def _kv_credit(sessions: Iterable[Session]) -> Metric:
+def _kv_credit(sessions: Iterable[AgentSession]) -> Metric:
     held: dict[tuple[str, str], int] = {}
     for session in sessions:
         for evidence in session.evidence:

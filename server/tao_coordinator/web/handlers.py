@@ -32,8 +32,8 @@ def _session_id(request: web.Request) -> str:
     return request.match_info["session_id"]
 
 
-def core_context(context: protocol.AgentContext) -> model.AgentContext:
-    return model.AgentContext(
+def core_context(context: protocol.AgentContext) -> model.AgentProfile:
+    return model.AgentProfile(
         harness=context.harness,
         workflow_id=context.workflow_id,
         parent_session_id=context.parent_session_id,
@@ -62,7 +62,7 @@ def tool_start_event(service: CoordinatorService, session_id: str, body: protoco
     check_tool_start(service, session_id, body)
     hints = body.hints
     deadline = service.wall_to_core(hints.deadline) if hints.deadline is not None else None
-    core_hints = model.ToolHints(hints.timeout_s, hints.sleep_s, hints.background, deadline)
+    core_hints = model.DurationHints(hints.timeout_s, hints.sleep_s, hints.background, deadline)
     return ToolStart(session_id, body.call_id, body.tool, core_hints, body.program)
 
 
@@ -209,7 +209,7 @@ async def get_sessions(request: web.Request) -> web.Response:
     return _json(protocol.SessionPage(sessions=sessions, next_cursor=next_cursor, total=len(live)))
 
 
-def session_info(session: model.Session, now: float) -> protocol.SessionInfo:
+def session_info(session: model.AgentSession, now: float) -> protocol.SessionInfo:
     return protocol.SessionInfo(
         session_id=session.id,
         phase=session.phase.name.lower(),

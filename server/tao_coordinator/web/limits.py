@@ -70,7 +70,7 @@ def utf8_bytes(texts: Iterable[str | None]) -> int:
     return sum(len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass")) for text in texts if text)
 
 
-def context_bytes(context: protocol.AgentContext | model.AgentContext, tools: Iterable[str], step_id: str) -> int:
+def context_bytes(context: protocol.AgentContext | model.AgentProfile, tools: Iterable[str], step_id: str) -> int:
     """UTF-8 bytes of a context's text, with `tools` as its expected tools and `step_id` as the session's step."""
     fixed = (context.harness, context.workflow_id, context.parent_session_id, context.model, context.client_session_id)
     labels = (text for pair in context.labels.items() for text in pair)

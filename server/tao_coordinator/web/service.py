@@ -40,7 +40,7 @@ from ..core.actions import Action, Expired, NodeDemoted, NodeRestored, ProbeNode
 from ..core.coordinator import Coordinator
 from ..core.events import Acquire, CacheResidency, Event, LlmEnd, NodeUpdate, Tick, ToolEnd
 from ..core.forecast import ToolHistory, ToolKey, learned_duration
-from ..core.model import Phase, RunningTool, Session
+from ..core.model import AgentSession, Phase, RunningTool
 from ..core.plan import Plan, PlanFinished
 from ..core.policies import make_policy
 from ..core.snapshot import PlanJob
@@ -68,7 +68,9 @@ class SessionGone(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class Grant:
+class Placed:
+    """Where a waiting acquire was placed, and its lease."""
+
     node: str
     lease_id: str
 
@@ -106,8 +108,8 @@ class CoordinatorService:
             SessionTokens.in_state_dir(config.server.state_dir) if self.replica is None else SessionTokens(b"")
         )
         self.leases: dict[str, str] = {}
-        self._waiters: dict[str, asyncio.Future[Grant]] = {}
-        self._unclaimed: dict[str, Grant] = {}
+        self._waiters: dict[str, asyncio.Future[Placed]] = {}
+        self._unclaimed: dict[str, Placed] = {}
         self._ending: dict[tuple[str, str], asyncio.Task[None]] = {}
         """Tool ends being stored, by (session, call): a repeat waits for the first, then is judged afresh."""
         self._observed: dict[str, NodeObservation] = {}
@@ -296,7 +298,7 @@ class CoordinatorService:
         # calls that overlap a running one share its lease: an llm_end for any of them must still be accepted
         session = self.coordinator.state.sessions.get(session_id)
         overlapping = session is not None and session.llm_calls > 1 and session_id in self.leases
-        grant = Grant(node, self.leases[session_id] if overlapping else uuid.uuid4().hex[:16])
+        grant = Placed(node, self.leases[session_id] if overlapping else uuid.uuid4().hex[:16])
         self.leases[session_id] = grant.lease_id
         waiter = self._waiters.pop(session_id, None)
         if waiter is not None and not waiter.done():
@@ -329,7 +331,7 @@ class CoordinatorService:
             expires_at=time.time() + self.config.core.lease_ttl_s,
         )
 
-    async def _wait_for_grant(self, session_id: str, wait_s: float) -> Grant | None:
+    async def _wait_for_grant(self, session_id: str, wait_s: float) -> Placed | None:
         waiter = self._waiters.get(session_id)
         if waiter is None or waiter.done():
             waiter = self.loop.create_future()
@@ -431,7 +433,7 @@ class CoordinatorService:
 
     # -- replicas (`replica.py`) -------------------------------------------------------------------------------------
 
-    def record_of(self, session: Session) -> SessionRecord:
+    def record_of(self, session: AgentSession) -> SessionRecord:
         return SessionRecord(session, self.leases.get(session.id), self.session_tokens.get(session.id))
 
     def restore(self, records: Iterable[SessionRecord], tools: Iterable[ToolRow]) -> None:

@@ -1,4 +1,4 @@
-"""Session timelines for `GET /v1/sessions/{id}`: what the coordinator saw of a session and decided for it.
+"""AgentSession timelines for `GET /v1/sessions/{id}`: what the coordinator saw of a session and decided for it.
 
 The service hands every event it fed the core to `Timelines.observe`, with the session as it was before the event
 and the actions the core answered; a plan's decisions come with it (`decisions.PlanDecision`). From these the
@@ -26,7 +26,7 @@ from tao_sdk import protocol
 
 from ..core.actions import Action, Expired, Route
 from ..core.events import Acquire, Close, Event, LlmEnd, Register, ToolEnd, ToolStart
-from ..core.model import Phase, Session
+from ..core.model import AgentSession, Phase
 from ..core.plan import PlanFinished
 from ..core.state import FleetState
 from .decisions import PlanDecision
@@ -127,7 +127,7 @@ class Timelines:
     def observe(
         self,
         event: Event | PlanFinished,
-        before: Session | None,
+        before: AgentSession | None,
         state: FleetState,
         actions: Sequence[Action],
         at: float,
@@ -150,7 +150,7 @@ class Timelines:
     def _event(
         self,
         event: Event | PlanFinished,
-        before: Session | None,
+        before: AgentSession | None,
         state: FleetState,
         actions: Sequence[Action],
         at: float,
@@ -231,7 +231,7 @@ class Timelines:
         for session_id, node in plan.admitted.items():
             add(session_id, "admitted", node)
 
-    def _sync(self, session_id: str, session: Session | None, at: float) -> None:
+    def _sync(self, session_id: str, session: AgentSession | None, at: float) -> None:
         """A new phase span when the session's phase or node changed; a wait ends when it gets a place."""
         timeline = self.live.get(session_id)
         if timeline is None:

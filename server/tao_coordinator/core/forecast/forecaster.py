@@ -29,7 +29,7 @@ from typing import Literal
 
 import numpy as np
 
-from ..model import ReadinessSchedule, RunningTool, ToolHints
+from ..model import DurationHints, ReadinessSchedule, RunningTool
 from ..settings import CoreSettings
 from .bounds import SampleStats
 from .history import Samples, ToolHistory
@@ -63,7 +63,7 @@ class Forecaster:
     def forecast(
         self,
         key: ToolKey,
-        hints: ToolHints,
+        hints: DurationHints,
         session_id: str | None,
         started_at: float,
         expected: tuple[str, ...] = (),
@@ -141,7 +141,7 @@ class Forecaster:
         stats, delta = SampleStats.of(values), self.settings.estimator_delta
         return Prediction(stats.printed_bound(delta, cap) if rule == "paper" else stats.bound(delta, cap), source)
 
-    def bound_prediction(self, rule: ReadinessRule, key: ToolKey, hints: ToolHints, now: float) -> Prediction:
+    def bound_prediction(self, rule: ReadinessRule, key: ToolKey, hints: DurationHints, now: float) -> Prediction:
         if hints.background:
             return Prediction(0.0, "hint")
         learned = self._bound(rule, key, hints.timeout_s, 0.0)
@@ -149,7 +149,7 @@ class Forecaster:
         return apply_hints(prediction, hints, now, elapsed=0.0)
 
     def bound_reestimate(
-        self, rule: ReadinessRule, key: ToolKey, hints: ToolHints, now: float, elapsed: float
+        self, rule: ReadinessRule, key: ToolKey, hints: DurationHints, now: float, elapsed: float
     ) -> Prediction:
         """A new prediction of the total duration for a call that has already run `elapsed` seconds."""
         learned = self._bound(rule, key, hints.timeout_s, elapsed)
@@ -179,7 +179,7 @@ class Forecaster:
         call_id: str,
         tool: str,
         program: str | None,
-        hints: ToolHints,
+        hints: DurationHints,
         session_id: str,
         now: float,
         horizon_s: float,
@@ -219,16 +219,16 @@ class Forecaster:
     def learn(self, running: RunningTool, duration_s: float, session_id: str | None) -> None:
         self.learn_call(ToolKey.of(running.tool, running.program), running.hints, duration_s, session_id)
 
-    def learn_call(self, key: ToolKey, hints: ToolHints, duration_s: float, session_id: str | None) -> None:
+    def learn_call(self, key: ToolKey, hints: DurationHints, duration_s: float, session_id: str | None) -> None:
         self.history.add(key, learned_duration(hints, duration_s), session_id)
 
 
-def learned_duration(hints: ToolHints, duration_s: float) -> float:
+def learned_duration(hints: DurationHints, duration_s: float) -> float:
     """What the history learns of a call: the time it took beyond its sleep (see `predictive.py`)."""
     return max(0.0, duration_s - (hints.sleep_s or 0.0))
 
 
-def apply_hints(prediction: Prediction, hints: ToolHints, now: float, elapsed: float) -> Prediction:
+def apply_hints(prediction: Prediction, hints: DurationHints, now: float, elapsed: float) -> Prediction:
     """The sleep a floor; the timeout and what is left of the deadline (the call has run `elapsed`) caps."""
     duration, source = prediction.duration_s, prediction.source
     if hints.sleep_s is not None and hints.sleep_s > duration:

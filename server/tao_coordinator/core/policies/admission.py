@@ -53,7 +53,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..model import Node, NodeId, Session
+from ..model import AgentSession, Node, NodeId
 from ..settings import CoreSettings
 from ..signals.base import SignalContext
 from ..signals.cache_credit import CacheCredit
@@ -62,12 +62,12 @@ from ..signals.tier import TierCredit
 from ..signals.workflow import WorkflowIndex
 from ..state import token_cells
 
-Placement = Literal["load", "room"]
+PlaceRule = Literal["load", "room"]
 """Where `FastAdmit` puts a session without credit: the least loaded node with room, or the one with most room."""
 
 
 class FastAdmit:
-    def __init__(self, place: Placement = "load", tier: bool = True) -> None:
+    def __init__(self, place: PlaceRule = "load", tier: bool = True) -> None:
         if place not in ("load", "room"):
             raise TypeError(f"place: one of load, room, got {place!r}")
         self.place = place
@@ -76,7 +76,7 @@ class FastAdmit:
 
     def admit(
         self,
-        session: Session,
+        session: AgentSession,
         nodes: Mapping[NodeId, Node],
         room: Mapping[NodeId, int],
         settings: CoreSettings,

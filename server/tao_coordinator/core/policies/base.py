@@ -46,7 +46,7 @@ from typing import Protocol
 
 from ..events import Event
 from ..forecast import ReadinessRule
-from ..model import Node, NodeId, Session
+from ..model import AgentSession, Node, NodeId
 from ..plan import Plan
 from ..settings import CoreSettings
 from ..snapshot import Snapshot
@@ -61,7 +61,7 @@ class Policy(Protocol):
 
     def plan(self, snapshot: Snapshot) -> Plan: ...
 
-    def route(self, session: Session, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
+    def route(self, session: AgentSession, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
         """`nodes` holds the healthy nodes only."""
         ...
 
@@ -78,7 +78,7 @@ def plan_interval(policy: Policy) -> float | None:
     return interval
 
 
-def policy_wake_times(policy: Policy, session: Session) -> Iterable[float]:
+def policy_wake_times(policy: Policy, session: AgentSession) -> Iterable[float]:
     wake_times = getattr(policy, "wake_times", None)
     if wake_times is None:
         return ()
@@ -92,7 +92,7 @@ def admits_on_room(policy: Policy) -> bool:
 
 def policy_admit(
     policy: Policy,
-    session: Session,
+    session: AgentSession,
     nodes: Mapping[NodeId, Node],
     room: Mapping[NodeId, int],
     settings: CoreSettings,

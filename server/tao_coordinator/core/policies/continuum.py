@@ -36,12 +36,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from ..events import Acquire, Close, Event, ToolStart
-from ..model import Node, NodeId, Phase, Session, SessionId
+from ..model import AgentSession, Node, NodeId, Phase, SessionId
 from ..plan import Placement, Plan
 from ..snapshot import Snapshot
 
 
-def asks(session: Session) -> bool:
+def asks(session: AgentSession) -> bool:
     """Whether the session wants a call now: a pending acquire, a tool just ended, or a new session."""
     if session.phase is Phase.WAITING:
         return session.acquire_pending or session.completed_calls == 0
@@ -65,10 +65,10 @@ class ContinuumPolicy:
         self.pinned_until: dict[SessionId, float] = {}
         self._departures: dict[SessionId, tuple[str, float]] = {}
 
-    def route(self, session: Session, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
+    def route(self, session: AgentSession, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
         return session.node if session.node in nodes else None
 
-    def wake_times(self, session: Session) -> Iterable[float]:
+    def wake_times(self, session: AgentSession) -> Iterable[float]:
         """A pin's end; and the moment a session without a place asks for a call, so that a plan considers it even
         when the coordinator saw no reason to plan (an acquire by a session already in the waiting pool)."""
         if session.phase is Phase.IN_TOOL and session.node is not None:
@@ -99,10 +99,10 @@ class ContinuumPolicy:
         """Whether the preview's parser would find this tool in the reply (harness checked in `plan`)."""
         return not tool.startswith("<")
 
-    def pinned(self, session: Session, now: float) -> bool:
+    def pinned(self, session: AgentSession, now: float) -> bool:
         return session.context.harness in self.text_harnesses and self.pinned_until.get(session.id, -1.0) > now
 
-    def need(self, session: Session, node: Node) -> int:
+    def need(self, session: AgentSession, node: Node) -> int:
         return min(max(session.context_tokens, session.expected_input_tokens), node.capacity_tokens)
 
     def plan(self, snapshot: Snapshot) -> Plan:
@@ -110,7 +110,7 @@ class ContinuumPolicy:
         nodes = {node.id: node for node in snapshot.nodes if node.healthy}
         free = {node_id: node.capacity_tokens for node_id, node in nodes.items()}
         running = set()
-        pins: dict[NodeId, list[Session]] = {}
+        pins: dict[NodeId, list[AgentSession]] = {}
         releases: list[Placement] = []
         for session in snapshot.sessions:
             if session.node not in nodes:
@@ -132,7 +132,7 @@ class ContinuumPolicy:
         nodes: dict[NodeId, Node],
         free: dict[NodeId, int],
         running: set[NodeId],
-        pins: dict[NodeId, list[Session]],
+        pins: dict[NodeId, list[AgentSession]],
         releases: list[Placement],
     ) -> list[Placement]:
         waiting = [s for s in snapshot.sessions if s.node is None and asks(s)]
@@ -152,14 +152,14 @@ class ContinuumPolicy:
             admits.append(Placement(session.id, session.version, target, 0))
         return admits
 
-    def _fit(self, session: Session, nodes: dict[NodeId, Node], free: dict[NodeId, int]) -> NodeId | None:
+    def _fit(self, session: AgentSession, nodes: dict[NodeId, Node], free: dict[NodeId, int]) -> NodeId | None:
         if session.last_node in nodes and self.need(session, nodes[session.last_node]) <= free[session.last_node]:
             return session.last_node
         fitting = [n for n in sorted(nodes) if self.need(session, nodes[n]) <= free[n]]
         return max(fitting, key=lambda n: free[n]) if fitting else None
 
     @staticmethod
-    def _queue_of(session: Session, nodes: dict[NodeId, Node], free: dict[NodeId, int]) -> NodeId:
+    def _queue_of(session: AgentSession, nodes: dict[NodeId, Node], free: dict[NodeId, int]) -> NodeId:
         """The engine whose queue a session that fits nowhere waits in: its last node, else the one with most room."""
         if session.last_node in nodes:
             return session.last_node
@@ -167,11 +167,11 @@ class ContinuumPolicy:
 
     def _evict_pin(
         self,
-        session: Session,
+        session: AgentSession,
         nodes: dict[NodeId, Node],
         free: dict[NodeId, int],
         running: set[NodeId],
-        pins: dict[NodeId, list[Session]],
+        pins: dict[NodeId, list[AgentSession]],
         releases: list[Placement],
     ) -> NodeId | None:
         """With nothing running on a node and pins held there, evict pins ending last until the head fits."""

@@ -41,7 +41,7 @@ Each α is fitted online from what the coordinator observes, a cold-start prior 
 - α_wf2 = α_p · the uncredited shared prefix of r (system prompt and tool catalog); ExpectedHits(w, r) = Σ over r's
   expected next tools t of e^(−λ · age), age = time since a session last served by w started t (from `ToolStart`
   and the session's last `LlmEnd`): w recently served agents running those tools, so it likely holds their catalog.
-The remaining output d̂ of a call: the label `expected_output_tokens` of its AgentContext, else its session's mean
+The remaining output d̂ of a call: the label `expected_output_tokens` of its AgentProfile, else its session's mean
 completion so far, else `default_output_tokens`; after its first token it shrinks by elapsed / step time. Indexes
 per medium from `KvCacheEvent`: `GPU` is HBM, `CPU` the offloading tier; other media are kept and not priced.
 """
@@ -54,7 +54,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..events import Close, Event, KvCacheEvent, LlmEnd, LlmFirstToken, ToolStart
-from ..model import Node, NodeId, Session, SessionId
+from ..model import AgentSession, Node, NodeId, SessionId
 from ..plan import Plan
 from ..snapshot import Snapshot
 from .dynamo import pick, skip
@@ -189,7 +189,7 @@ class CostModelPolicy:
         pending = sum(1 for c in self.calls.values() if c.node == node.id and c.cpu_hit and c.first_token_at is None)
         return max(self._view(node.id).link_busy, pending / (1 + pending))
 
-    def hits(self, node: Node, session: Session, isl: int) -> tuple[int, int]:
+    def hits(self, node: Node, session: AgentSession, isl: int) -> tuple[int, int]:
         """Prompt tokens held in HBM, and those held in the CPU tier right after them (vLLM's lookup order)."""
         runs = session.prompt_block_runs
         gpu = self.index.get((node.id, "GPU"))
@@ -199,7 +199,7 @@ class CostModelPolicy:
         hbm = min(isl, gpu_blocks * node.block_size)
         return hbm, min(isl - hbm, cpu_blocks * node.block_size)
 
-    def terms(self, session: Session, node: Node, now: float) -> tuple[Terms, Alphas, int]:
+    def terms(self, session: AgentSession, node: Node, now: float) -> tuple[Terms, Alphas, int]:
         """The cost's terms and coefficients on `node`, and the KV tokens the call needs there."""
         view = self._learn(node, now)
         isl = session.expected_input_tokens or session.context_tokens
@@ -243,7 +243,7 @@ class CostModelPolicy:
         )
         return found, alphas, isl - hbm + math.ceil(output)
 
-    def expected_output(self, session: Session) -> float:
+    def expected_output(self, session: AgentSession) -> float:
         hint = session.context.labels.get("expected_output_tokens", "")
         if hint.isdigit() and int(hint) > 0:
             return float(hint)
@@ -251,7 +251,7 @@ class CostModelPolicy:
             return max(1.0, session.output_tokens_total / session.completed_calls)
         return self.default_output
 
-    def route(self, session: Session, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
+    def route(self, session: AgentSession, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
         if not nodes:
             return None
         ordered = [nodes[node_id] for node_id in sorted(nodes)]

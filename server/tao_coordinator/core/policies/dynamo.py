@@ -42,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..events import Close, Event, KvCacheEvent, LlmEnd, LlmFirstToken
-from ..model import BlockRun, Node, NodeId, Session, SessionId
+from ..model import AgentSession, BlockRun, Node, NodeId, SessionId
 from ..plan import Plan
 from ..snapshot import Snapshot
 from .runs import RunSet, union_size
@@ -147,7 +147,7 @@ class DynamoPolicy:
     def lower_credit(self, overlaps: Mapping[str, int]) -> float:
         return sum(self.weights[tier] * overlaps[tier] for tier in LOWER_TIERS)
 
-    def costs(self, session: Session, nodes: Sequence[Node]) -> list[tuple[float, float]]:
+    def costs(self, session: AgentSession, nodes: Sequence[Node]) -> list[tuple[float, float]]:
         """Per node: the cost of sending this call there, and its effective cached blocks (lower tiers weighted)."""
         runs = session.prompt_block_runs
         isl = session.expected_input_tokens or session.context_tokens
@@ -165,7 +165,7 @@ class DynamoPolicy:
             result.append((cost, overlap + lower))
         return result
 
-    def route(self, session: Session, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
+    def route(self, session: AgentSession, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
         if not nodes:
             return None
         ordered = [nodes[node_id] for node_id in sorted(nodes)]

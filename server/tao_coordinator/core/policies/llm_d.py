@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from itertools import pairwise
 
 from ..events import Event, KvCacheEvent
-from ..model import BlockRun, Node, NodeId, Session
+from ..model import AgentSession, BlockRun, Node, NodeId
 from ..plan import Plan
 from ..snapshot import Snapshot
 from .runs import RunSet
@@ -96,7 +96,7 @@ class LlmdPolicy:
     def plan(self, snapshot: Snapshot) -> Plan:
         return Plan(())
 
-    def scores(self, session: Session, nodes: list[Node]) -> list[float]:
+    def scores(self, session: AgentSession, nodes: list[Node]) -> list[float]:
         runs = truncate(session.prompt_block_runs, self.max_prefix_blocks)
         tokens = session.expected_input_tokens or session.context_tokens
         total = min(self.max_prefix_blocks, -(-tokens // nodes[0].block_size)) if tokens else 0
@@ -106,7 +106,7 @@ class LlmdPolicy:
             prefixes.append(index.prefix(runs) / total if index is not None and total else 0.0)
         return epp_scores(nodes, prefixes, self.weights)
 
-    def route(self, session: Session, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
+    def route(self, session: AgentSession, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
         if not nodes:
             return None
         ordered = [nodes[node_id] for node_id in sorted(nodes)]
@@ -164,13 +164,13 @@ class LlmdPrecisePolicy:
         media = self.index.get(node_id, {})
         return weighted_prefix([(self.medium_weight(medium), index.held(runs)) for medium, index in media.items()])
 
-    def scores(self, session: Session, nodes: list[Node]) -> list[float]:
+    def scores(self, session: AgentSession, nodes: list[Node]) -> list[float]:
         tokens = session.expected_input_tokens or session.context_tokens
         total = tokens // nodes[0].block_size
         prefixes = [self.prefix_blocks(node.id, session.prompt_block_runs) / total if total else 0.0 for node in nodes]
         return epp_scores(nodes, prefixes, self.weights)
 
-    def route(self, session: Session, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
+    def route(self, session: AgentSession, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
         if not nodes:
             return None
         ordered = [nodes[node_id] for node_id in sorted(nodes)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..events import Event
-from ..model import Node, NodeId, Session
+from ..model import AgentSession, Node, NodeId
 from ..plan import Plan
 from ..snapshot import Snapshot
 
@@ -21,7 +21,7 @@ class RoundRobinPolicy:
     def plan(self, snapshot: Snapshot) -> Plan:
         return Plan(())
 
-    def route(self, session: Session, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
+    def route(self, session: AgentSession, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
         if not nodes:
             return None
         ordered = sorted(nodes)

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..events import Event
-from ..model import BlockRun, Node, NodeId, Session
+from ..model import AgentSession, BlockRun, Node, NodeId
 from ..plan import Plan
 from ..snapshot import Snapshot
 from .load import InFlight
@@ -64,7 +64,7 @@ class SglangCacheAwarePolicy:
         low, high = min(loads), max(loads)
         return high - low > self.balance_abs_threshold and high > self.balance_rel_threshold * low
 
-    def route(self, session: Session, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
+    def route(self, session: AgentSession, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
         if not nodes:
             return None
         self._evict_if_due(now, nodes)

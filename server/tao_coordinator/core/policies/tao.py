@@ -44,7 +44,7 @@ from typing import Literal
 
 from ..events import Event, NodeRemoved
 from ..forecast import ReadinessRule
-from ..model import Node, NodeId, Session
+from ..model import AgentSession, Node, NodeId
 from ..plan import Plan
 from ..settings import CoreSettings
 from ..signals import CacheCredit, Footprint, HeldFootprint, Readiness, Signal, Stability, TierCredit, TokenTime
@@ -52,8 +52,8 @@ from ..signals.workflow import EMPTY, WorkflowIndex
 from ..snapshot import Snapshot
 from ..solver import solve, solve_greedy
 from ..value import ValueModel
-from .admission import AdaptiveTarget, FastAdmit, Placement
-from .placement import ValueCache, build_problem, plan_from_solution
+from .admission import AdaptiveTarget, FastAdmit, PlaceRule
+from .problem import ValueCache, build_problem, plan_from_solution
 
 Admission = Literal["adaptive", "static"]
 Horizon = Literal["adaptive", "fixed"]
@@ -70,7 +70,7 @@ class TaoPolicy:
         admission: Admission = "adaptive",
         readiness_rule: ReadinessRule | None = "forecast",
         horizon: Horizon = "fixed",
-        place: Placement = "load",
+        place: PlaceRule = "load",
         expected_tools: bool = True,
     ) -> None:
         if horizon not in ("adaptive", "fixed"):
@@ -104,12 +104,12 @@ class TaoPolicy:
             solution = solve_greedy(placement.problem)
         return plan_from_solution(placement, solution)
 
-    def route(self, session: Session, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
+    def route(self, session: AgentSession, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
         return session.node if session.node in nodes else None
 
     def admit(
         self,
-        session: Session,
+        session: AgentSession,
         nodes: Mapping[NodeId, Node],
         room: Mapping[NodeId, int],
         settings: CoreSettings,
@@ -171,7 +171,7 @@ def value(
     return [*signals, footprint or HeldFootprint(), Stability()]
 
 
-def tao(horizon: Horizon = "fixed", place: Placement = "load") -> TaoPolicy:
+def tao(horizon: Horizon = "fixed", place: PlaceRule = "load") -> TaoPolicy:
     """`tao[horizon=adaptive]` lets H follow the waits of the pool (`forecast/horizon.py`); measured no better.
     `tao[place=room]` fast-admits a session without credit where there is most room, not least load."""
     return TaoPolicy("tao", value(), horizon=horizon, place=place)

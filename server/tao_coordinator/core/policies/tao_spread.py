@@ -21,7 +21,7 @@ from ..plan import Plan
 from ..snapshot import Snapshot
 from ..solver import solve
 from ..solver.problem import Problem, Solution
-from .placement import build_problem, plan_from_solution
+from .problem import build_problem, plan_from_solution
 from .tao import TaoPolicy, value
 
 

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..events import Event
-from ..model import Node, NodeId, Phase, Session, SessionId
+from ..model import AgentSession, Node, NodeId, Phase, SessionId
 from ..plan import Placement, Plan
 from ..snapshot import Snapshot
 
@@ -43,7 +43,7 @@ from ..snapshot import Snapshot
 @dataclass(slots=True)
 class _Backend:
     capacity: int
-    programs: dict[SessionId, Session] = field(default_factory=dict)
+    programs: dict[SessionId, AgentSession] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -52,23 +52,23 @@ class _Round:
 
     now: float
     backends: dict[NodeId, _Backend]
-    pool: list[Session]
+    pool: list[AgentSession]
     out: list[Placement] = field(default_factory=list)
 
     def placed(self) -> set[SessionId]:
         return {p.session_id for p in self.out if p.node is not None}
 
 
-def program_tokens(session: Session) -> int:
+def program_tokens(session: AgentSession) -> int:
     return max(session.context_tokens, session.expected_input_tokens)
 
 
-def has_request(session: Session) -> bool:
+def has_request(session: AgentSession) -> bool:
     """A paused program whose next request is pending (or about to leave: its tool just ended)."""
     return session.acquire_pending or session.phase is Phase.READY
 
 
-def is_acting(session: Session) -> bool:
+def is_acting(session: AgentSession) -> bool:
     return session.completed_calls > 0 and session.phase in (Phase.IN_TOOL, Phase.ADMITTED)
 
 
@@ -101,7 +101,7 @@ class ThunderAgentPolicy:
         self._seen: set[SessionId] = set()
         self._next_tick: float | None = None
 
-    def route(self, session: Session, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
+    def route(self, session: AgentSession, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
         return session.node if session.node in nodes else None
 
     def observe(self, event: Event, now: float) -> None:
@@ -141,7 +141,7 @@ class ThunderAgentPolicy:
                 used += self.acting_weight * tokens
         return backend.capacity - used - self.buffer * len(backend.programs)
 
-    def _place(self, session: Session, node: NodeId, round_: _Round) -> None:
+    def _place(self, session: AgentSession, node: NodeId, round_: _Round) -> None:
         round_.backends[node].programs[session.id] = session
         self.queued.discard(session.id)
         round_.out.append(Placement(session.id, session.version, node, 0))
@@ -170,7 +170,7 @@ class ThunderAgentPolicy:
         candidates = [s for s in by_size if s.completed_calls > 0 and has_request(s)]
         candidates += [s for s in by_size if s.completed_calls == 0]
         candidates += [s for s in by_size if s.completed_calls > 0 and not has_request(s)]
-        selected: list[Session] = []
+        selected: list[AgentSession] = []
         budget, total = 0, sum(room.values())
         for session in candidates:
             if budget + program_tokens(session) + self.buffer <= total:
@@ -207,7 +207,7 @@ class ThunderAgentPolicy:
             for session in [s for s in backend.programs.values() if s.id in self.marked and is_acting(s)]:
                 self._interrupt(session, backend, round_)
 
-    def _interrupt(self, session: Session, backend: _Backend, round_: _Round) -> None:
+    def _interrupt(self, session: AgentSession, backend: _Backend, round_: _Round) -> None:
         """Pause a program; one resumed earlier in the same plan simply stays in the queue."""
         del backend.programs[session.id]
         self.marked.discard(session.id)

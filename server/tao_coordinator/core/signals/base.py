@@ -7,7 +7,7 @@ costs O(sessions + evidence), not O(sessions × nodes).
 
 A signal's components are a step function of time for a fixed session and fixed nodes: `changes_at` names the next
 step, and `node_fields` the node attributes it reads besides membership of the context. The planner keeps a
-session's value until either changes (`policies/placement.py`), so both must be complete: a signal that reads a node
+session's value until either changes (`policies/problem.py`), so both must be complete: a signal that reads a node
 field it does not list, or changes before the time it names, makes plans from stale values.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ..model import Node, NodeId, Session
+from ..model import AgentSession, Node, NodeId
 from ..settings import CoreSettings
 
 if TYPE_CHECKING:
@@ -43,15 +43,15 @@ class Signal(Protocol):
     node_fields: tuple[str, ...]
     """The `Node` attributes the signal reads (beyond whether the node is in the context)."""
 
-    def base(self, session: Session, ctx: SignalContext) -> int:
+    def base(self, session: AgentSession, ctx: SignalContext) -> int:
         """The value on any node not listed by `on_nodes`."""
         ...
 
-    def on_nodes(self, session: Session, ctx: SignalContext) -> Mapping[NodeId, int]:
+    def on_nodes(self, session: AgentSession, ctx: SignalContext) -> Mapping[NodeId, int]:
         """Nodes where the value differs from `base`, with that value."""
         ...
 
-    def changes_at(self, session: Session, ctx: SignalContext) -> float:
+    def changes_at(self, session: AgentSession, ctx: SignalContext) -> float:
         """The earliest time after `ctx.now` at which `base` or `on_nodes` may differ, the session and the nodes
         unchanged; `math.inf` when only a change of either can change them."""
         ...
@@ -69,22 +69,22 @@ class NodeCredits(ABC):
     node_dependent = True
 
     def __init__(self) -> None:
-        self._last: tuple[Session, SignalContext, dict[NodeId, int], float] | None = None
+        self._last: tuple[AgentSession, SignalContext, dict[NodeId, int], float] | None = None
 
     @abstractmethod
-    def compute(self, session: Session, ctx: SignalContext) -> tuple[dict[NodeId, int], float]:
+    def compute(self, session: AgentSession, ctx: SignalContext) -> tuple[dict[NodeId, int], float]:
         """The nodes' values and when the first of them changes."""
 
-    def base(self, session: Session, ctx: SignalContext) -> int:
+    def base(self, session: AgentSession, ctx: SignalContext) -> int:
         return 0
 
-    def on_nodes(self, session: Session, ctx: SignalContext) -> Mapping[NodeId, int]:
+    def on_nodes(self, session: AgentSession, ctx: SignalContext) -> Mapping[NodeId, int]:
         return self._computed(session, ctx)[0]
 
-    def changes_at(self, session: Session, ctx: SignalContext) -> float:
+    def changes_at(self, session: AgentSession, ctx: SignalContext) -> float:
         return self._computed(session, ctx)[1]
 
-    def _computed(self, session: Session, ctx: SignalContext) -> tuple[dict[NodeId, int], float]:
+    def _computed(self, session: AgentSession, ctx: SignalContext) -> tuple[dict[NodeId, int], float]:
         last = self._last
         if last is not None and last[0] is session and last[1] is ctx:
             return last[2], last[3]

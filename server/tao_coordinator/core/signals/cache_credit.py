@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from ..model import CacheEvidence, EvidenceSource, Node, NodeId, Session, Tier
+from ..model import AgentSession, CacheEvidence, EvidenceSource, Node, NodeId, Tier
 from ..settings import CoreSettings
 from .base import NodeCredits, SignalContext
 
@@ -82,7 +82,7 @@ def next_drop(tokens: float, observed_at: float, units: int, unit: int, half_lif
     return observed_at + half_life_s * math.log2(tokens / (units * unit)) - STEP_MARGIN_S
 
 
-def hbm_credit(session: Session, ctx: SignalContext, decay: bool) -> tuple[dict[NodeId, float], float]:
+def hbm_credit(session: AgentSession, ctx: SignalContext, decay: bool) -> tuple[dict[NodeId, float], float]:
     """Per node of the context, the tokens of `session`'s prefix its HBM holds by the best evidence, and when the
     first of them falls below its whole units (`math.inf`: never)."""
     held: dict[NodeId, float] = {}
@@ -115,7 +115,7 @@ class CacheCredit(NodeCredits):
         """Raise credit to what the session's workflow relatives hold of its prefix (`workflow.py`);
         False is `tao-no-workflow`."""
 
-    def compute(self, session: Session, ctx: SignalContext) -> tuple[dict[NodeId, int], float]:
+    def compute(self, session: AgentSession, ctx: SignalContext) -> tuple[dict[NodeId, int], float]:
         credits: dict[NodeId, int] = {}
         earliest = math.inf
         if session.evidence:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from ..model import NodeId, Session
+from ..model import AgentSession, NodeId
 from ..settings import CoreSettings
 from .base import NO_FIELDS, NO_NODES, SignalContext
 
 
-def next_prompt_tokens(session: Session, settings: CoreSettings) -> int:
+def next_prompt_tokens(session: AgentSession, settings: CoreSettings) -> int:
     """The prompt of the session's next call: its context, or the prompt its acquire announced if longer; before
     anything is known, `default_session_tokens`."""
     total = max(session.context_tokens, session.expected_input_tokens)
@@ -25,14 +25,14 @@ def next_prompt_tokens(session: Session, settings: CoreSettings) -> int:
     return total
 
 
-def mean_output_tokens(session: Session, settings: CoreSettings) -> float:
+def mean_output_tokens(session: AgentSession, settings: CoreSettings) -> float:
     """The session's mean completion so far; `default_output_tokens` before its first call."""
     if session.completed_calls:
         return session.output_tokens_total / session.completed_calls
     return settings.default_output_tokens
 
 
-def footprint_tokens(session: Session, settings: CoreSettings) -> int:
+def footprint_tokens(session: AgentSession, settings: CoreSettings) -> int:
     expected_output = int(mean_output_tokens(session, settings))
     return max(0, next_prompt_tokens(session, settings) - session.context.shared_prefix_tokens) + expected_output
 
@@ -42,13 +42,13 @@ class Footprint:
     node_dependent = False
     node_fields = NO_FIELDS
 
-    def base(self, session: Session, ctx: SignalContext) -> int:
+    def base(self, session: AgentSession, ctx: SignalContext) -> int:
         return footprint_tokens(session, ctx.settings)
 
-    def on_nodes(self, session: Session, ctx: SignalContext) -> Mapping[NodeId, int]:
+    def on_nodes(self, session: AgentSession, ctx: SignalContext) -> Mapping[NodeId, int]:
         return NO_NODES
 
-    def changes_at(self, session: Session, ctx: SignalContext) -> float:
+    def changes_at(self, session: AgentSession, ctx: SignalContext) -> float:
         return math.inf
 
 
@@ -66,14 +66,14 @@ class HeldFootprint:
     node_dependent = True
     node_fields = NO_FIELDS
 
-    def base(self, session: Session, ctx: SignalContext) -> int:
+    def base(self, session: AgentSession, ctx: SignalContext) -> int:
         return 0
 
-    def on_nodes(self, session: Session, ctx: SignalContext) -> Mapping[NodeId, int]:
+    def on_nodes(self, session: AgentSession, ctx: SignalContext) -> Mapping[NodeId, int]:
         if session.node is None or session.node not in ctx.nodes:
             return NO_NODES
         units = footprint_tokens(session, ctx.settings) // ctx.settings.credit_unit_tokens
         return {session.node: units} if units > 0 else NO_NODES
 
-    def changes_at(self, session: Session, ctx: SignalContext) -> float:
+    def changes_at(self, session: AgentSession, ctx: SignalContext) -> float:
         return math.inf

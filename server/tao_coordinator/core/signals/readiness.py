@@ -16,17 +16,17 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from ..model import NodeId, Phase, Session
+from ..model import AgentSession, NodeId, Phase
 from .base import NO_FIELDS, NO_NODES, SignalContext
 
 
-def readiness_level(session: Session, now: float, levels: int) -> int:
+def readiness_level(session: AgentSession, now: float, levels: int) -> int:
     if session.phase is Phase.IN_TOOL:
         return min(tool.readiness.level_at(now) for tool in session.tools)
     return levels if session.phase in (Phase.WAITING, Phase.ADMITTED, Phase.READY) else 0
 
 
-def next_level_change(session: Session, now: float) -> float:
+def next_level_change(session: AgentSession, now: float) -> float:
     """The first step after `now` of any of the session's readiness schedules (`math.inf`: none)."""
     return min((tool.readiness.next_change(now) for tool in session.tools), default=math.inf)
 
@@ -36,11 +36,11 @@ class Readiness:
     node_dependent = False
     node_fields = NO_FIELDS
 
-    def base(self, session: Session, ctx: SignalContext) -> int:
+    def base(self, session: AgentSession, ctx: SignalContext) -> int:
         return readiness_level(session, ctx.now, ctx.settings.readiness_levels)
 
-    def on_nodes(self, session: Session, ctx: SignalContext) -> Mapping[NodeId, int]:
+    def on_nodes(self, session: AgentSession, ctx: SignalContext) -> Mapping[NodeId, int]:
         return NO_NODES
 
-    def changes_at(self, session: Session, ctx: SignalContext) -> float:
+    def changes_at(self, session: AgentSession, ctx: SignalContext) -> float:
         return next_level_change(session, ctx.now)

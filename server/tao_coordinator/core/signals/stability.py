@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from ..model import NodeId, Session
+from ..model import AgentSession, NodeId
 from .base import NO_FIELDS, NO_NODES, SignalContext
 
 
@@ -18,13 +18,13 @@ class Stability:
     node_dependent = True
     node_fields = NO_FIELDS
 
-    def base(self, session: Session, ctx: SignalContext) -> int:
+    def base(self, session: AgentSession, ctx: SignalContext) -> int:
         return 0
 
-    def on_nodes(self, session: Session, ctx: SignalContext) -> Mapping[NodeId, int]:
+    def on_nodes(self, session: AgentSession, ctx: SignalContext) -> Mapping[NodeId, int]:
         if session.node is None or session.node not in ctx.nodes:
             return NO_NODES
         return {session.node: 1}
 
-    def changes_at(self, session: Session, ctx: SignalContext) -> float:
+    def changes_at(self, session: AgentSession, ctx: SignalContext) -> float:
         return math.inf

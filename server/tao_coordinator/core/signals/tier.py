@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 
-from ..model import EvidenceSource, NodeId, NodeRates, Phase, Session
+from ..model import AgentSession, EvidenceSource, NodeId, NodeRates, Phase
 from .base import NodeCredits, SignalContext
 from .cache_credit import best_evidence, next_drop, node_half_life, snapshot_tokens
 
@@ -70,7 +70,7 @@ class TierCredit(NodeCredits):
         "prefix_hit_rate",
     )
 
-    def compute(self, session: Session, ctx: SignalContext) -> tuple[dict[NodeId, int], float]:
+    def compute(self, session: AgentSession, ctx: SignalContext) -> tuple[dict[NodeId, int], float]:
         credits: dict[NodeId, int] = {}
         earliest = math.inf
         if session.evidence and session.phase is not Phase.IN_TOOL:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 
-from ..model import NodeId, Phase, Session
+from ..model import AgentSession, NodeId, Phase
 from ..settings import CoreSettings
 from .base import NodeCredits, SignalContext
 from .footprint import mean_output_tokens, next_prompt_tokens
@@ -45,7 +45,7 @@ def coarse_step_s(decode_step_s: float) -> float:
     return math.pow(2.0, round(math.log2(decode_step_s) * LEVELS) / LEVELS)
 
 
-def call_token_steps(session: Session, settings: CoreSettings) -> float:
+def call_token_steps(session: AgentSession, settings: CoreSettings) -> float:
     """τ = p·d + d²/2 of the session's next call."""
     prompt = next_prompt_tokens(session, settings)
     decode = max(mean_output_tokens(session, settings), 1.0)
@@ -56,7 +56,7 @@ class TokenTime(NodeCredits):
     name = "token_time"
     node_fields: tuple[str, ...] = ("decode_step_s",)
 
-    def compute(self, session: Session, ctx: SignalContext) -> tuple[dict[NodeId, int], float]:
+    def compute(self, session: AgentSession, ctx: SignalContext) -> tuple[dict[NodeId, int], float]:
         if session.node is not None or session.phase not in (Phase.WAITING, Phase.READY):
             return {}, math.inf
         token_steps = call_token_steps(session, ctx.settings)

@@ -8,13 +8,13 @@ session too, so the session's credit on node b is at least
 
 floored to whole credit units, where
 - `shared(i, r)` is what the two prompts have in common, never more: the common prefix of their KV block
-  identities when both acquires sent them (`Session.prompt_block_runs`; exact, and 0 when they share nothing), else
-  the smaller of their declared `AgentContext.shared_prefix_tokens` (0 when either declares none);
+  identities when both acquires sent them (`AgentSession.prompt_block_runs`; exact, and 0 when they share nothing), else
+  the smaller of their declared `AgentProfile.shared_prefix_tokens` (0 when either declares none);
 - `presence(r, b)` is what b's HBM holds of r's prefix: r's own credit tokens there, decayed as `cache_credit.py`
   counts them, or r's prompt when r is inside a call on b now (vLLM caches the blocks of a
   running request as it computes them).
 
-Relatives: the sessions of the same workflow, `AgentContext.workflow_id` when set, else the family a parent and the
+Relatives: the sessions of the same workflow, `AgentProfile.workflow_id` when set, else the family a parent and the
 sub-agents it spawned form (`parent_session_id`, followed up to the root). Closed relatives count: their blocks stay
 cached until vLLM evicts them, which their decaying evidence says.
 
@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ..model import Node, NodeId, Phase, Session, SessionId, shared_prefix_blocks
+from ..model import AgentSession, Node, NodeId, Phase, SessionId, shared_prefix_blocks
 from . import cache_credit
 from .base import SignalContext
 
@@ -38,14 +38,14 @@ _MAX_DEPTH = 64
 """Parent links followed at most this far: a cycle in client-sent ids must not loop."""
 
 
-def shared_prefix_tokens(a: Session, b: Session, block_size: int) -> int:
+def shared_prefix_tokens(a: AgentSession, b: AgentSession, block_size: int) -> int:
     """Tokens at the head of both sessions' prompts (see the module docstring for the two sources)."""
     if a.prompt_block_runs and b.prompt_block_runs:
         return shared_prefix_blocks(a.prompt_block_runs, b.prompt_block_runs) * block_size
     return min(a.context.shared_prefix_tokens, b.context.shared_prefix_tokens)
 
 
-def presence_tokens(relative: Session, ctx: SignalContext, decay: bool) -> dict[NodeId, float]:
+def presence_tokens(relative: AgentSession, ctx: SignalContext, decay: bool) -> dict[NodeId, float]:
     """What each node of the context holds of `relative`'s prefix in HBM, in tokens (as its own credit counts them)."""
     held = cache_credit.hbm_credit(relative, ctx, decay)[0] if relative.evidence else {}
     node = ctx.nodes.get(relative.node) if relative.phase is Phase.IN_LLM and relative.node is not None else None
@@ -54,7 +54,7 @@ def presence_tokens(relative: Session, ctx: SignalContext, decay: bool) -> dict[
     return held
 
 
-def _prompt_tokens(session: Session, node: Node) -> int:
+def _prompt_tokens(session: AgentSession, node: Node) -> int:
     if session.prompt_block_runs:
         return sum(count for _, count in session.prompt_block_runs) * node.block_size
     return session.expected_input_tokens
@@ -64,20 +64,20 @@ def _prompt_tokens(session: Session, node: Node) -> int:
 class WorkflowIndex:
     """The sessions of a snapshot grouped by workflow."""
 
-    members: Mapping[str, tuple[Session, ...]]
+    members: Mapping[str, tuple[AgentSession, ...]]
     key_of: Mapping[SessionId, str]
 
     @classmethod
-    def of(cls, sessions: Iterable[Session]) -> WorkflowIndex:
+    def of(cls, sessions: Iterable[AgentSession]) -> WorkflowIndex:
         by_id = {session.id: session for session in sessions}
         keys = {session_id: _workflow_key(session, by_id) for session_id, session in by_id.items()}
-        groups: dict[str, list[Session]] = {}
+        groups: dict[str, list[AgentSession]] = {}
         for session_id, key in keys.items():
             groups.setdefault(key, []).append(by_id[session_id])
         members = {key: tuple(group) for key, group in groups.items()}
         return cls(MappingProxyType(members), MappingProxyType(keys))
 
-    def relatives(self, session: Session) -> tuple[Session, ...]:
+    def relatives(self, session: AgentSession) -> tuple[AgentSession, ...]:
         """The other sessions of `session`'s workflow, as the index saw them (not `session`'s own entry). A session
         the index has not seen (registered since) joins its parent's workflow, or its own `workflow_id`."""
         key = self.key_of.get(session.id)
@@ -89,7 +89,7 @@ class WorkflowIndex:
 
     def with_relatives(
         self,
-        session: Session,
+        session: AgentSession,
         ctx: SignalContext,
         credits: dict[NodeId, int],
         earliest: float,
@@ -111,7 +111,7 @@ class WorkflowIndex:
         return raised, ctx.now
 
 
-def _workflow_key(session: Session, by_id: Mapping[SessionId, Session]) -> str:
+def _workflow_key(session: AgentSession, by_id: Mapping[SessionId, AgentSession]) -> str:
     """`workflow_id` when set; else the root of the parent chain (a top-level session is its own root)."""
     current, seen = session, 0
     while not current.context.workflow_id and current.context.parent_session_id and seen < _MAX_DEPTH:

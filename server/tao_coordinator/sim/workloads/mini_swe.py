@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ...core.events import PROGRAM_PATTERN
-from ...core.model import ToolHints
+from ...core.model import DurationHints
 from ..prompt import BlockRun, Prompt
 from .blocks import MINI_SWE, namespace_base, output_block_runs
 from .files import read_records
@@ -151,6 +151,6 @@ def reported_program(program: str) -> str | None:
     return program if PROGRAM_PATTERN.fullmatch(program) else None
 
 
-def command_hints(command: str | None) -> ToolHints:
+def command_hints(command: str | None) -> DurationHints:
     sleeps = [float(seconds) for seconds in _SLEEP.findall(command or "")]
-    return ToolHints(timeout_s=COMMAND_TIMEOUT_S, sleep_s=sum(sleeps) if sleeps else None)
+    return DurationHints(timeout_s=COMMAND_TIMEOUT_S, sleep_s=sum(sleeps) if sleeps else None)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ...core.model import ToolHints
+from ...core.model import DurationHints
 from ..prompt import BlockRun, Prompt
 
 GapKind = Literal["start", "tool", "user"]
@@ -53,7 +53,7 @@ class RequestSpec:
     gap_kind: GapKind
     tool: str
     """The tool that ran in the gap before this request (or a placeholder, see the TOOL_* constants)."""
-    hints: ToolHints | None = None
+    hints: DurationHints | None = None
     """What the tool call said about its duration, when the trace tells (mini-swe-agent: 60 s timeout, `sleep N`)."""
     output_block_runs: tuple[BlockRun, ...] = ()
     program: str | None = None

@@ -26,7 +26,7 @@ import zlib
 from dataclasses import dataclass
 from itertools import count
 
-from ...core.model import ToolHints
+from ...core.model import DurationHints
 from ..prompt import BlockRun, Prompt
 from .blocks import SYNTHETIC, namespace_base, output_block_runs, slice_runs
 from .distributions import QuantileTable as Q
@@ -186,7 +186,7 @@ def _shared_run(preset: SyntheticPreset, knobs: Knobs) -> BlockRun:
     return namespace_base(SYNTHETIC, 0) + offset, knobs.tokens(preset.shared_prefix_tokens) // NODE_BLOCK_TOKENS
 
 
-Gap = tuple[GapKind, str, ToolHints | None, float]
+Gap = tuple[GapKind, str, DurationHints | None, float]
 
 
 def _session(
@@ -264,7 +264,7 @@ def _gap(preset: SyntheticPreset, rng: random.Random, knobs: Knobs, tally: GapTa
     tool = TOOL_SUBAGENT if waits_for_child else _draw_tool(preset, rng.random())
     raw = preset.tool_gap_s.at(rng.random())
     known = preset.command_timeout_s is not None and not tool.startswith("<") and tool != TOOL_SUBAGENT
-    hints = ToolHints(timeout_s=preset.command_timeout_s) if known else None
+    hints = DurationHints(timeout_s=preset.command_timeout_s) if known else None
     return "tool", tool, hints, tally.apply("tool", raw) * knobs.time_scale
 
 

@@ -7,11 +7,11 @@ plannable capacity is charged that capacity instead: it can then be admitted alo
 than wait forever (vLLM itself accepts it up to `max_model_len`). A session's value comes from the policy's
 `ValueModel`.
 
-Values are kept from one plan to the next (`ValueCache`): a session's item is evaluated again only when its `Session`
-object changed (every transition makes a new one), when a node attribute some signal reads or the set of healthy
-nodes changed, or when `now` reached the value's next step (`SessionValue.until`). Between decision points most
-sessions change in none of these ways, so most plans evaluate a handful of sessions instead of all of them; a plan
-built with or without the cache is the same.
+Values are kept from one plan to the next (`ValueCache`): a session's item is evaluated again only when its
+`AgentSession` object changed (every transition makes a new one), when a node attribute some signal reads or the set of
+healthy nodes changed, or when `now` reached the value's next step (`SessionValue.until`). Between decision points most
+sessions change in none of these ways, so most plans evaluate a handful of sessions instead of all of them; a plan built
+with or without the cache is the same.
 
 The plan lists only changes: interruptions first (they free capacity), then moves, then admissions, each group by
 descending value, so the longest valid prefix the planner applies keeps the most valuable decisions.
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..model import Node, NodeId, Phase, Session, SessionId
+from ..model import AgentSession, Node, NodeId, Phase, SessionId
 from ..plan import Placement, Plan
 from ..settings import CoreSettings
 from ..signals.base import SignalContext
@@ -36,14 +36,14 @@ from ..value import SessionValue, Value, ValueModel
 @dataclass(frozen=True, slots=True)
 class PlacementProblem:
     problem: Problem
-    sessions: tuple[Session, ...]
+    sessions: tuple[AgentSession, ...]
     node_ids: tuple[NodeId, ...]
     weight_tokens: tuple[int, ...]
 
 
 @dataclass(slots=True)
 class _Kept:
-    session: Session
+    session: AgentSession
     since: float
     value: SessionValue
     footprint: int
@@ -90,7 +90,7 @@ def build_problem(
     kept: dict[SessionId, _Kept] = {}
     evaluated = 0
 
-    candidates: list[Session] = []
+    candidates: list[AgentSession] = []
     items: list[Item] = []
     weights: list[int] = []
     for session in snapshot.sessions:
