@@ -1,4 +1,4 @@
-"""`tao --version` and the `tao bench` group answer as a newcomer expects (issue 16, first-hour findings)."""
+"""`tao --version` and the `tao bench` group answer as a newcomer expects."""
 
 import importlib.metadata
 import subprocess

@@ -1,4 +1,4 @@
-"""The long-running commands fail with one line naming what is wrong, not a traceback (issue 15, finding 9)."""
+"""The long-running commands fail with one line naming what is wrong, not a traceback."""
 
 import contextlib
 import gzip
@@ -64,7 +64,7 @@ def test_a_trace_that_is_not_json_is_one_line_naming_the_file(tmp_path, name, co
     assert run.stderr.startswith(f"tao sim: --trace: {str(trace)!r} ") and problem in run.stderr
 
 
-# issue 24, fault 9: a store or a configuration the coordinator cannot use is one line and exit status 2
+# a store or a configuration the coordinator cannot use is one line and exit status 2
 
 
 def a_store(state: Path, rows: int = 5000) -> Path:

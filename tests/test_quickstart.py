@@ -1,5 +1,5 @@
 """docs/quickstart.md walked as a newcomer walks it: §2's commands, run in order by bash, reach a coordinator that
-lists both nodes (issue 16: the doc queried the coordinator before it listened); §2 then §3 run the example agent
+lists both nodes (an earlier doc queried the coordinator before it listened); §2 then §3 run the example agent
 through its tool branch; §1 and §5 say only what holds in a clean clone."""
 
 import contextlib

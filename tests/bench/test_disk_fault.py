@@ -1,4 +1,4 @@
-"""`tao bench faults`, the state-disk-full row (issue 24, fault 1): a real tmpfs filled under a flood of tool ends."""
+"""`tao bench faults`, the state-disk-full row: a real tmpfs filled under a flood of tool ends."""
 
 import pytest
 

@@ -1,5 +1,5 @@
 """The estimator benchmark on hand-made Claude Code session logs (names, figures worked out by hand, replay order),
-and the issue's comparisons on the real dev traces."""
+and the comparisons of docs/benchmarks.md#tool-return-estimator on the real dev traces."""
 
 import argparse
 import gzip

@@ -1,5 +1,6 @@
 """`tao bench coordinator --ha` at a small scale, end to end: a real `redis-server`, real coordinator processes, the
-fake fleet, raw and SDK sessions; the JSON has the rows and fields the issue asks for, with sane values."""
+fake fleet, raw and SDK sessions; the JSON has the rows and fields of
+docs/benchmarks.md#high-availability-on-redis-tao-bench-coordinator---ha, with sane values."""
 
 import argparse
 import json

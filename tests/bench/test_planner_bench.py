@@ -1,5 +1,5 @@
-"""`tao bench planner` on a small replay: the JSON rows the issue promises, shares and gaps that add up, and bad
-arguments refused by name before anything runs."""
+"""`tao bench planner` on a small replay: the JSON rows of docs/algorithm.md#measured, shares and gaps that add up, and
+bad arguments refused by name before anything runs."""
 
 import json
 

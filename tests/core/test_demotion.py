@@ -1,5 +1,6 @@
 """Node demotion on the pure core: refused calls move a session's place and its call, demote the node after a few in a
-row, and only a probe that finds it serving restores it (issue 24, faults 4 and 5)."""
+row, and only a probe that finds it serving restores it
+(docs/coordinator.md#every-fault-in-one-table-tao-bench-faults)."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""The pure core imports no I/O, no clock and nothing from the drivers (design §2)."""
+"""The pure core imports no I/O, no clock and nothing from the drivers (docs/design.md#one-core-two-drivers)."""
 
 import ast
 from pathlib import Path

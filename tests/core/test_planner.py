@@ -1,4 +1,5 @@
-"""Planning off the event loop: one plan in flight, coalescing, and revalidation of stale plans (design §6)."""
+"""Planning off the event loop: one plan in flight, coalescing, and revalidation of stale plans
+(docs/design.md#planning-without-stopping-the-world)."""
 
 from tao_coordinator.core.actions import Admit, Route, StartPlan
 from tao_coordinator.core.coordinator import Coordinator

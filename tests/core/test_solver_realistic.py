@@ -1,6 +1,6 @@
 """The exact solver on instances shaped like the fleets it plans for, against the MILP at zero gap.
 
-The shapes the issue named: a node with more than 20 sessions at home on it, sessions with credit on several
+Realistic shapes: a node with more than 20 sessions at home on it, sessions with credit on several
 nodes, eight nodes that all hold credit, and sessions almost as large as a node. Values are TAO's: cache credit in
 units, decayed from the context with a random age; readiness; held footprint in units; stability. Weights and
 capacities are in 16-token cells of an H100-TP4 node. Seeded, so every run checks the same instances.

@@ -1,4 +1,5 @@
-"""Every transition of design §3, the illegal ones, and the invariants after each."""
+"""Every transition of the session state machine (docs/design.md#session-life-cycle), the illegal ones, and the
+invariants after each."""
 
 import pytest
 

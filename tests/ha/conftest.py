@@ -22,7 +22,8 @@ from tao_coordinator.ha import connect as connect_to
 from tao_coordinator.ha.client import close
 
 TTL_S = 1.0
-"""The lease of the tests' elections: short, as the issue's failover target assumes."""
+"""The lease of the tests' elections: short, as the default `lease_s` is (a standby takes over within about that
+long)."""
 
 
 def local_redis(**options: Any) -> LocalRedis:

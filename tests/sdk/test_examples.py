@@ -1,5 +1,5 @@
 """The examples run as shipped, against fake vLLM nodes and a real coordinator; with the policy docs/quickstart.md
-puts on the nodes, the tool-calling examples take their tool branch (issue 16: on a default node they never did)."""
+puts on the nodes, the tool-calling examples take their tool branch (on a default node they did not)."""
 
 import ast
 import json

@@ -1,9 +1,10 @@
-"""Following the leader among several coordinator URLs (issue 17): real coordinators on loopback, fake vLLM nodes.
+"""Following the leader among several coordinator URLs (docs/coordinator.md#several-coordinators-on-one-fleet-redis):
+real coordinators on loopback, fake vLLM nodes.
 
-Two coordinators started here do not share their sessions (that needs Redis and the standby, issue 17's server
-side), so a session that moves to the second registers there again: its acquire is answered 404 and registers, as
-after a restart. Where a test needs the same coordinator behind a second address that can go away, a TCP relay on
-loopback (`Relay`) is that address.
+Two coordinators started here do not share their sessions (that needs Redis and the standby, the server side of
+docs/coordinator.md#several-coordinators-on-one-fleet-redis), so a session that moves to the second registers there
+again: its acquire is answered 404 and registers, as after a restart. Where a test needs the same coordinator behind a
+second address that can go away, a TCP relay on loopback (`Relay`) is that address.
 """
 
 import asyncio

@@ -1,4 +1,5 @@
-"""A model call a node refuses moves to another node instead of failing (issue 24, faults 4, 5 and 10).
+"""A model call a node refuses moves to another node instead of failing
+(docs/coordinator.md#every-fault-in-one-table-tao-bench-faults).
 
 Real processes throughout: fake vLLM nodes (one refuses every call with vLLM's 503 while its `/health` answers 200:
 `max_num_queued_reqs=0`; or one is stopped, its port closed), a real coordinator on loopback, the real openai and

@@ -1,5 +1,5 @@
 """A node's KV capacity is one figure everywhere: the coordinator's `/v1/nodes`, read from a (fake) vLLM node's
-`/metrics`, equals the simulator's node model and the demo's `(num_gpu_blocks − 1) × block_size` (issue 16)."""
+`/metrics`, equals the simulator's node model and the demo's `(num_gpu_blocks − 1) × block_size`."""
 
 from tao_coordinator.fakevllm import FakeFleet, FakeNodeConfig
 from tao_coordinator.sim.node import profile_by_name

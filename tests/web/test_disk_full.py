@@ -1,4 +1,4 @@
-"""Issue 24, fault 1: the state directory's disk fills up under a real coordinator process (a real tmpfs).
+"""The state directory's disk fills up under a real coordinator process (a real tmpfs).
 
 Nothing is acknowledged that is not stored: every tool end answered 204 is in the SQLite file after a restart; one
 that cannot be stored is answered 503 (a JSON reason, Retry-After) and changes nothing — its call still runs, so the

@@ -1,5 +1,6 @@
-"""Issue 15, the service side: each finding of the hardening probe, reproduced against a real coordinator on a
-loopback port with auth on, and answered with a 4xx naming the problem (or a closed connection) — never a 5xx."""
+"""The service under hostile input (docs/coordinator.md#under-hostile-input): each finding of the hardening probe,
+reproduced against a real coordinator on a loopback port with auth on, and answered with a 4xx naming the problem (or a
+closed connection) — never a 5xx."""
 
 import asyncio
 import contextlib

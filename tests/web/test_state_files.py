@@ -1,4 +1,4 @@
-"""Issue 24, fault 8: the state directory's files — the session-token key, the SQLite store and its -wal and -shm
+"""The state directory's files — the session-token key, the SQLite store and its -wal and -shm
 files — are the user's alone (0600), whatever existed before and whatever the umask; a loose mode is fixed and said
 once. Through a real coordinator process."""
 

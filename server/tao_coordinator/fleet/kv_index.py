@@ -1,4 +1,5 @@
-"""Which cached blocks of a node belong to which session, per tier, from its KV events (design §4, source 1).
+"""Which cached blocks of a node belong to which session, per tier, from its KV events (its first source:
+docs/design.md#cache-credit).
 
 vLLM ≥ 0.30 copies the request's session id into a GPU `BlockStored`. A block belongs to the session that stored
 it; a block stored twice (two requests computed the same prefix at once) is reference-counted by hash, as vLLM

@@ -1,5 +1,6 @@
-"""High availability on Redis (issue 17): leader election with a fenced lease, the leader's state in Redis, and a
-private `redis-server` for tests and benchmarks. Without `--redis` nothing here connects to Redis."""
+"""High availability on Redis (docs/coordinator.md#several-coordinators-on-one-fleet-redis): leader election with a
+fenced lease, the leader's state in Redis, and a private `redis-server` for tests and benchmarks. Without `--redis`
+nothing here connects to Redis."""
 
 from .client import connect
 from .codec import SessionRecord, decode_record, encode_record, wall_offset

@@ -1,4 +1,5 @@
-"""Cache credit k(i, b): evidence, in credit units, that node b still holds session i's prefix in HBM (design §4).
+"""Cache credit k(i, b): evidence, in credit units, that node b still holds session i's prefix in HBM
+(docs/design.md#cache-credit).
 
 Sources, best first: live KV events (exact, no decay), usage reported at the end of a call (the node held the whole
 context then), an estimate from the node's prefix hit rate. Snapshot evidence decays as k0·2^(−τ/h) with its age τ,

@@ -1,4 +1,5 @@
-"""Footprint t(i): the KV tokens the session occupies that it does not share with others (design §4).
+"""Footprint t(i): the KV tokens the session occupies that it does not share with others
+(docs/algorithm.md#the-value-of-a-placement).
 
 t = max(context so far, announced next prompt) − shared prefix + expected output, where the expected output is the
 session's mean completion so far (a default before its first call). It is both the last component of the value

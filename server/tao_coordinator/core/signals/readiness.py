@@ -1,4 +1,5 @@
-"""Readiness r(i) ∈ {0, …, Q}: how likely the session is to want the LLM within the horizon H (design §4).
+"""Readiness r(i) ∈ {0, …, Q}: how likely the session is to want the LLM within the horizon H
+(docs/design.md#readiness-forecast).
 
 A session in a tool counts the level its tools' readiness schedules give now (`forecast/forecaster.py`: Q·P(the
 call returns within H | the time it has run, its key, its hints), rounded, under the `forecast` rule; 0 or Q under

@@ -1,4 +1,5 @@
-"""The credit half-life h of each node, fitted online from the prefix retention vLLM shows (design §4).
+"""The credit half-life h of each node, fitted online from the prefix retention vLLM shows
+(docs/design.md#cache-credit).
 
 Model: a session's cache left at vLLM's mercy on a node survives Δt seconds with probability p(Δt) = 2^(−Δt/h),
 the curve `CacheCredit` decays snapshot credit by. One observation is (Δt, asked, kept): of `asked` tokens vLLM

@@ -1,4 +1,5 @@
-"""Tier credit: what a node's CPU offloading tier holds of a session's prefix, and what that is worth (issue 14).
+"""Tier credit: what a node's CPU offloading tier holds of a session's prefix, and what that is worth
+(docs/algorithm.md#the-value-of-a-placement, component 3).
 
 On a node with a CPU tier (vLLM's `--kv-offloading-size`) every block the node computes is also written to host
 memory, where it outlives its HBM copy. A prefix token found there saves its recompute but must first be loaded over

@@ -1,4 +1,5 @@
-"""Token time: the KV token-time a session's next call would hold on a node, the less the better (issue 14).
+"""Token time: the KV token-time a session's next call would hold on a node, the less the better
+(docs/algorithm.md#the-value-of-a-placement, component 4).
 
 A call with a prompt of p tokens that decodes d tokens holds p + k KV tokens at its k-th decode step, so over the
 call it holds τ = p·d + d²/2 token-steps (Justitia's KV token-time: what a call costs in memory, not in count). On a

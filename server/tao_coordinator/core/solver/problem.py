@@ -2,7 +2,8 @@
 with capacities, both in capacity cells. Nothing here knows about sessions, time or signals.
 
 Maximise the lexicographic sum of the values of placed items, each item on at most one node, each node's placed
-weight within its capacity (design §5). An item's value on node b is `on_nodes[b]` if present, else `base`.
+weight within its capacity (docs/design.md#the-decision). An item's value on node b is `on_nodes[b]` if present, else
+`base`.
 """
 
 from __future__ import annotations
