@@ -1,9 +1,9 @@
 """The interface every signal implements, and the context it is evaluated in.
 
 A signal maps (session, node) to a non-negative integer, one component of the lexicographic value. Most signals do
-not depend on the node; the few that do (cache credit, stability) differ from their `base` on a handful of nodes
-only, so a signal reports its node-independent `base` and the sparse exceptions `on_nodes`. Building a problem thus
-costs O(sessions + evidence), not O(sessions × nodes).
+not depend on the node; the few that do (cache credit, tier credit, token time, held footprint, stability) differ
+from their `base` on a handful of nodes only, so a signal reports its node-independent `base` and the sparse
+exceptions `on_nodes`. Building a problem thus costs O(sessions + evidence), not O(sessions × nodes).
 
 A signal's components are a step function of time for a fixed session and fixed nodes: `changes_at` names the next
 step, and `node_fields` the node attributes it reads besides membership of the context. The planner keeps a

@@ -2,9 +2,11 @@
 (docs/algorithm.md#the-value-of-a-placement).
 
 t = max(context so far, announced next prompt) − shared prefix + expected output, where the expected output is the
-session's mean completion so far (a default before its first call). It is both the last component of the value
-(the solver prefers plans that fill capacity) and, rounded up to the capacity quantum, the session's weight.
-A session that has announced nothing yet is charged `default_session_tokens`.
+session's mean completion so far (a default before its first call). Rounded up to the capacity quantum, it is the
+session's weight. As a component of the value, TAO counts it only on the node where the session holds its place
+(`HeldFootprint`); the published value counts it on every node (`Footprint`, the `tao-plain-footprint` ablation: the
+solver prefers plans that fill capacity). A session that has announced nothing yet is charged
+`default_session_tokens`.
 """
 
 from __future__ import annotations

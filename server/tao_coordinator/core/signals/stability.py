@@ -1,6 +1,6 @@
 """Stability: 1 on the node where the session holds its place now, 0 elsewhere.
 
-Last in TAO's order, it only breaks ties: among plans of equal credit, readiness and footprint, the one that moves
+Last in TAO's order, it only breaks ties: among plans equal on every component above it, the one that moves
 the fewest sessions wins, so equal-valued alternatives never cause an interruption followed by a re-admission.
 """
 

@@ -1,9 +1,9 @@
 """The certified fast path: place every item on a node where it has its best value.
 
 The sum of every item's best value is an upper bound on any plan's objective. If a packing reaches it, it is
-optimal, whatever the DP would have found; when capacity is not contended (the common case on a healthy fleet) this
+optimal, whatever a search would have found; when capacity is not contended (the common case on a healthy fleet) this
 answers in O(n log n + n·m) without building any table. Items that fit on no node are left out first (exactly: they
-can never be placed). A failed packing proves nothing, and the caller moves on to the DP.
+can never be placed). A failed packing proves nothing, and the caller moves on to the branch and bound.
 
 Among the optimal plans it prefers a spread one: items that may go to several nodes go to the one with the most
 room left (worst fit), so sessions without cache credit anywhere are balanced across nodes instead of piled on the

@@ -2,7 +2,8 @@
 
 Lexicographic objectives are solved one component at a time: maximise component 1; add "component 1 ≥ its optimum"
 as a constraint; maximise component 2; and so on. All data are integers, so the added constraints are exact.
-Used by tests and `tao bench planner` to check the DP and measure the fallback's gap; never on the planning path.
+Used by tests and `tao bench planner` to check the branch and bound and measure the gap of the plans it does not
+certify; never on the planning path.
 
 Each stage is solved to `mip_rel_gap` (0 by default: proven optimal). HiGHS's own default, 1e-4, would accept an
 incumbent 10 units short of a 10^5 optimum, and an early stage's shortfall is then fixed as a constraint of every
