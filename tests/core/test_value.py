@@ -38,7 +38,7 @@ def test_the_largest_sum_stays_below_the_limit_in_int64(items):
         return
     everything = total(items, 4)
     assert embedding.embed(everything) <= embedding.largest < LIMIT
-    # the DP's unreachable sentinel plus the largest sum is still representable and still negative
+    # an int64 sentinel of -2^62 plus the largest sum is still representable and still negative (what LIMIT is for)
     assert np.int64(-(1 << 62)) + np.int64(embedding.largest) < 0
 
 
