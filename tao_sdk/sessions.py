@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import os
 import threading
 import time
 import uuid
@@ -29,7 +28,7 @@ from typing import Any, TypeVar
 import httpx2
 import pydantic
 
-from . import protocol
+from . import environment, protocol
 from .errors import ConfigurationError
 from .hints import command_hints, program_of
 from .replicas import coordinator_urls
@@ -41,12 +40,6 @@ PLACEHOLDER_ANTHROPIC = "http://tao.invalid"
 Client = TypeVar("Client")
 F = TypeVar("F", bound=Callable[..., Any])
 BodyT = TypeVar("BodyT", bound=pydantic.BaseModel)
-
-
-def _nodes(value: list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
-    if value is not None:
-        return tuple(value)
-    return tuple(url.strip() for url in os.environ.get("TAO_NODES", "").split(",") if url.strip())
 
 
 class Session:
@@ -63,17 +56,17 @@ class Session:
         expected_next_tools: list[str] | tuple[str, ...] | None = None,
         **options: float,
     ) -> None:
-        coordinators = coordinator_urls(coordinator or os.environ.get("TAO_COORDINATOR"))
+        coordinators = coordinator_urls(coordinator or environment.coordinator())
         agent: dict[str, Any] = {"workflow_id": workflow_id, "parent_session_id": parent_session_id}
         if expected_next_tools is not None:
             agent["expected_next_tools"] = list(expected_next_tools)
         try:
             self.config = SessionConfig(
                 coordinator=coordinators or None,
-                token=token or os.environ.get("TAO_TOKEN"),
+                token=token or environment.token(),
                 context=_with_agent(context or protocol.AgentContext(), agent),
                 session_id=session_id,
-                fallback_nodes=_nodes(fallback_nodes),
+                fallback_nodes=environment.nodes() if fallback_nodes is None else tuple(fallback_nodes),
                 **options,
             )
         except TypeError as error:
