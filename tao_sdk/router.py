@@ -56,7 +56,6 @@ from .calls import (
     Attempt,
     Calls,
     Grant,
-    SessionConfig,
     SessionState,
     Step,
     Unreachable,
@@ -64,6 +63,7 @@ from .calls import (
     new_state,
 )
 from .replicas import Failover, NotLeader, not_leader
+from .session_config import SessionConfig
 from .tls import shared_ssl_context
 
 __all__ = ["AsyncRouter", "Grant", "SessionConfig", "SessionState", "Step", "SyncRouter", "Unreachable", "new_state"]
