@@ -27,8 +27,8 @@ WAITING = (202, {"status": "waiting"})
 
 
 class Coordinator:
-    """Answers each request with the next scripted answer for its verb (the last path part; `sessions` for
-    registration), else 204; records what was sent."""
+    """Answers each request with the next scripted answer for its verb (the last path part: `sessions` for
+    registration, `close` for the DELETE), the last one repeating, else 204; records what was sent."""
 
     def __init__(self, **script: list[Answer]) -> None:
         self.script = script
