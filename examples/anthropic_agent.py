@@ -1,17 +1,9 @@
-r"""A minimal coding-agent loop on the Anthropic client, scheduled by TAO.
+"""A minimal coding-agent loop on the Anthropic client, scheduled by TAO.
 
-tao coordinator --config fleet.toml &     # beside your vLLM node(s)
 TAO_COORDINATOR=http://127.0.0.1:8700 TAO_TOKEN=… python examples/anthropic_agent.py
 
-TAO_COORDINATOR is the coordinator's URL and TAO_TOKEN its API token (`[server] token` of its fleet.toml,
-docs/coordinator.md); `tao_sdk.session()` reads both. A coordinator started with --insecure-no-auth needs no token.
-
-On a fake node (`tao fake-vllm`, docs/quickstart.md) the model answers filler text, so the loop stops without
-running a tool unless the node is scripted to answer with a bash call first (docs/fake-vllm.md, "Scripted
-behaviour"):
-
-curl -X PUT http://127.0.0.1:8000/fake/policy \
-  -d '{"filler_tokens": 16, "scripts": [{"steps": [{"bash": "ls *.py | wc -l"}, {"text": "Done: the command ran."}]}]}'
+The coordinator's URL and API token; README.md beside this file says where they come from, and how a fake node
+is scripted so that the loop runs its tool branch.
 """
 
 import subprocess

@@ -1,10 +1,8 @@
 """Several agents at once in one process, with the async clients: each is its own TAO session.
 
-tao coordinator --config fleet.toml &     # beside your vLLM node(s)
 TAO_COORDINATOR=http://127.0.0.1:8700 TAO_TOKEN=… python examples/async_agents.py
 
-TAO_COORDINATOR is the coordinator's URL and TAO_TOKEN its API token (`[server] token` of its fleet.toml,
-docs/coordinator.md); `tao_sdk.session()` reads both. A coordinator started with --insecure-no-auth needs no token.
+The coordinator's URL and API token; README.md beside this file says where they come from.
 """
 
 import asyncio

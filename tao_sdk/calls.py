@@ -25,7 +25,6 @@ import hashlib
 import logging
 import time
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,33 +34,10 @@ import pydantic
 from . import protocol
 from .convergence import Ledger, session_view
 from .errors import AuthenticationFailed, NoNodeAvailable
-from .replicas import FAILOVER_PAUSE_S, Failover, NotLeader, Replicas, coordinator_urls
+from .replicas import FAILOVER_PAUSE_S, Failover, NotLeader, Replicas
+from .session_config import SessionConfig
 
 log = logging.getLogger("tao_sdk")
-
-
-@dataclass(frozen=True)
-class SessionConfig:
-    coordinator: str | Sequence[str] | None
-    """Base URL of the coordinator (e.g. http://127.0.0.1:8700), or the URLs of its replicas (comma-separated, or a
-    sequence), whose leader the session follows; None: always detached."""
-    token: str | None = None
-    """The coordinator's API token (needed to register unless it runs with --insecure-no-auth)."""
-    context: protocol.AgentContext = field(default_factory=protocol.AgentContext)
-    session_id: str | None = None
-    fallback_nodes: tuple[str, ...] = ()
-    """Root URLs of nodes to use when the coordinator is unreachable."""
-    connect_timeout_s: float = 0.5
-    request_timeout_s: float = 2.0
-    max_wait_s: float = 300.0
-    retry_interval_s: float = 5.0
-    failover_wait_s: float = 10.0
-    """With several replicas: how long no replica may answer as leader before the session routes on its own."""
-
-    @property
-    def coordinators(self) -> tuple[str, ...]:
-        """The coordinator's URLs, in the order given (`replicas.coordinator_urls`)."""
-        return coordinator_urls(self.coordinator)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ import logging
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -44,8 +44,9 @@ from .errors import AuthenticationFailed, NoNodeAvailable
 from .ids import SESSION_ID_PATTERN
 from .refusals import refused_status
 from .replicas import coordinator_urls
-from .router import AsyncRouter, Grant, SessionConfig, Step
-from .usage import Usage, UsageObserver
+from .router import AsyncRouter, Grant, Step
+from .session_config import SessionConfig
+from .usage import Usage, UsageObserver, with_usage_requested
 
 log = logging.getLogger("tao_sdk.proxy")
 
@@ -111,7 +112,7 @@ class RoutingProxy:
     async def router(self, session_id: str, context: protocol.AgentContext) -> AsyncRouter:
         session = self.sessions.get(session_id)
         if session is None:
-            config = SessionConfig(
+            config = SessionConfig.of(
                 coordinator=self.config.coordinator,
                 token=self.config.token,
                 context=context,
@@ -143,7 +144,7 @@ class RoutingProxy:
                     log.info("tao proxy: fail-open nodes from the coordinator: %s", ", ".join(nodes))
                     self.learned_nodes = nodes
                     for session in self.sessions.values():
-                        session.router.config = replace(session.router.config, fallback_nodes=nodes)
+                        session.router.config = session.router.config.model_copy(update={"fallback_nodes": nodes})
                 break
             await asyncio.sleep(NODE_REFRESH_S if self.learned_nodes else NODE_RETRY_S)
 
@@ -325,20 +326,6 @@ def no_node(error: NoNodeAvailable) -> web.Response:
     """A 503 naming why no node could be used; a refused API token has a type of its own."""
     kind = "tao_coordinator_auth" if isinstance(error, AuthenticationFailed) else "tao_no_node"
     return web.json_response({"error": {"type": kind, "message": str(error)}}, status=503)
-
-
-def with_usage_requested(raw: bytes, path: str) -> tuple[bytes, bool]:
-    """The body to forward, and whether the response streams. OpenAI streams are asked for their usage chunk."""
-    try:
-        payload = json.loads(raw) if raw else None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return raw, False
-    if not isinstance(payload, dict) or payload.get("stream") is not True:
-        return raw, False
-    if not path.endswith("/messages") and "stream_options" not in payload:
-        payload["stream_options"] = {"include_usage": True}
-        return json.dumps(payload).encode(), True
-    return raw, True
 
 
 def context_from(headers: Any) -> protocol.AgentContext:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 
+from . import environment
 from .errors import ConfigurationError
 from .listening import cannot_listen, listen
 
@@ -31,12 +31,12 @@ def run(args: argparse.Namespace) -> int:
     from .replicas import coordinator_urls
 
     try:
-        coordinator = coordinator_urls(args.coordinator or os.environ.get("TAO_COORDINATOR"))
+        coordinator = coordinator_urls(args.coordinator or environment.coordinator())
     except ConfigurationError as error:
         print(f"tao proxy: --{error}", file=sys.stderr)
         return 2
-    nodes = args.nodes if args.nodes is not None else os.environ.get("TAO_NODES", "")
-    fallback = tuple(url.strip().rstrip("/") for url in nodes.split(",") if url.strip())
+    listed = environment.nodes() if args.nodes is None else args.nodes.split(",")
+    fallback = tuple(url.strip().rstrip("/") for url in listed if url.strip())
     if not coordinator and not fallback:
         print("tao proxy: give --coordinator, or --nodes to route without one", file=sys.stderr)
         return 2
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         proxy = RoutingProxy(
             ProxyConfig(
                 coordinator=coordinator or None,
-                token=args.token or os.environ.get("TAO_TOKEN"),
+                token=args.token or environment.token(),
                 fallback_nodes=fallback,
                 idle_close_s=args.idle_close_s,
                 api_key=args.api_key,

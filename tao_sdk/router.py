@@ -32,10 +32,11 @@ A call a node refused (`refusals.py`) is sent again once: `reroute` reports noth
 reported the refusal with `llm_end`), waits until that report is out, and asks the coordinator for a node other than
 the refuser; routing on its own, or when the coordinator cannot say, it takes its own fail-open node among the others.
 
-`SyncRouter` and `AsyncRouter` share everything but their I/O (`calls.Calls` builds the requests and reads the
-answers); the async one never blocks the event loop. Reports go out in order from a background worker, so only
-`acquire` (which needs its answer) sits on the agent's critical path. Overlapping calls end under the session's
-newest lease.
+`SyncRouter` and `AsyncRouter` share everything but their I/O: `router_core.RouterCore` decides (its plans say what
+to send, and what to do with each answer), `calls.Calls` builds the requests and reads the answers, and each router
+only runs the plans, with blocking calls or with awaits; the async one never blocks the event loop. Reports go out
+in order from a background worker, so only `acquire` (which needs its answer) sits on the agent's critical path.
+Overlapping calls end under the session's newest lease.
 """
 
 from __future__ import annotations
@@ -44,47 +45,61 @@ import asyncio
 import queue
 import threading
 import time
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx2
 
 from . import protocol
-from .calls import (
-    CONVERGE,
-    REGISTER,
-    REPORT_ERRORS,
-    Attempt,
-    Calls,
-    Grant,
-    SessionConfig,
-    SessionState,
-    Step,
-    Unreachable,
-    check,
-    new_state,
-)
-from .replicas import Failover, NotLeader, not_leader
+from .calls import Grant, SessionState, Step, Unreachable, new_state
+from .router_core import Flush, Pause, Plan, Report, RouterCore
+from .session_config import SessionConfig
 from .tls import shared_ssl_context
 
 __all__ = ["AsyncRouter", "Grant", "SessionConfig", "SessionState", "Step", "SyncRouter", "Unreachable", "new_state"]
 
+T = TypeVar("T")
 
-class SyncRouter(Calls):
-    """Reports (`llm_end`, tool events, heartbeats) are sent by one background thread, in order, so they stay off
-    the agent's critical path; `acquire` and `flush` wait until the ones queued before them have been sent."""
 
-    def __init__(self, config: SessionConfig, state: SessionState | None = None) -> None:
+class SyncRouter(RouterCore):
+    """Runs the plans with blocking calls. Reports (`llm_end`, tool events, heartbeats) are sent by one background
+    thread, in order, so they stay off the agent's critical path; `acquire` and `flush` wait until the ones queued
+    before them have been sent."""
+
+    def __init__(
+        self, config: SessionConfig, state: SessionState | None = None, transport: httpx2.BaseTransport | None = None
+    ) -> None:
+        """`transport` carries the requests to the coordinator (a real connection unless given: tests give a
+        `httpx2.MockTransport`)."""
         super().__init__(config, state)
-        self.http = httpx2.Client(timeout=self.timeout(), verify=shared_ssl_context())
-        self._queue: queue.Queue[tuple[str, str, Any] | None] = queue.Queue()
+        self.http = httpx2.Client(timeout=self.timeout(), verify=shared_ssl_context(), transport=transport)
+        self._queue: queue.Queue[Report | None] = queue.Queue()
         self._worker: threading.Thread | None = None
         self._retry: threading.Thread | None = None
+
+    def _run(self, plan: Plan[T]) -> T:
+        reply: Any = None
+        failure: Exception | None = None
+        while True:
+            try:
+                step = plan.send(reply) if failure is None else plan.throw(failure)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            reply, failure = None, None
+            if isinstance(step, Pause):
+                time.sleep(step.seconds)
+            elif isinstance(step, Flush):
+                self.flush()
+            else:
+                try:
+                    reply = self.http.request(step.method, step.url, json=step.body, headers=step.headers)
+                except Exception as error:
+                    failure = error
 
     def close(self) -> None:
         self.wait_for_retry()
         self.flush()
         if self.state.registered:
-            self._send("DELETE", self.session_path())
+            self._run(self.report_plan("DELETE", self.session_path()))
         if self._worker is not None:
             self._queue.put(None)
             self._worker.join(timeout=self.config.request_timeout_s + 1)
@@ -98,44 +113,21 @@ class SyncRouter(Calls):
     def _work(self) -> None:
         while (item := self._queue.get()) is not None:
             try:
-                self._send(*item)
+                self._run(self.report_plan(*item))
             finally:
                 self._queue.task_done()
         self._queue.task_done()
 
-    def _request(self, method: str, path: str, body: Any = None, api: bool = False) -> httpx2.Response:
-        """The answer of the replica that answers as leader, following the leader (`Calls.failover`)."""
-        trial = Failover()
-        while True:
-            url = self.state.replicas.leader
-            failure: BaseException | NotLeader
-            try:
-                response = self.http.request(method, url + path, json=body, headers=self.headers(api))
-            except httpx2.TransportError as error:
-                failure = error
-            else:
-                if (refusal := not_leader(response)) is None:
-                    self.reached(url)
-                    return response
-                failure = refusal
-            if pause := self.failover(trial, url, failure):
-                time.sleep(pause)
-
-    def _post(self, path: str, body: Any = None, api: bool = False) -> tuple[int, Any]:
-        response = self._request("POST", path, body, api)
-        return response.status_code, check(response)
-
-    def _ensure_registered(self) -> None:
-        if not self.state.registered:
-            self.registered(*self._post("/v1/sessions", self.register_body(), api=True))
+    def _report(self, report: Report | None) -> None:
+        if report is None:
+            return
+        if self._worker is None:
+            self._worker = threading.Thread(target=self._work, name=f"tao-report-{self.state.session_id}", daemon=True)
+            self._worker.start()
+        self._queue.put(report)
 
     def register(self) -> None:
-        if not self.has_coordinator:
-            return
-        try:
-            self._ensure_registered()
-        except REPORT_ERRORS as error:
-            self.detach(error, time.monotonic())
+        self._run(self.register_plan())
 
     def wait_for_retry(self) -> None:
         """Let a retry of the coordinator that is under way finish (it is bounded by the request timeouts)."""
@@ -149,97 +141,67 @@ class SyncRouter(Calls):
             self._retry.start()
 
     def acquire(self, expected_tokens: int | None, agent_step: Step | None = None) -> Grant:
-        """A node for the next model call; `agent_step` (else the session's, `SessionState.step`) goes with it."""
-        self.flush()
-        attempt = Attempt(time.monotonic())
-        if not self.has_coordinator or self.state.detached_at is not None:
-            self.retry_in_background(attempt.started)
-            return self.fallback()
-        try:
-            self._ensure_registered()
-            while (body := self.acquire_body(expected_tokens, attempt, agent_step)) is not None:
-                step = self.answered(*self._post(self.session_path("acquire"), body), attempt)
-                if isinstance(step, Grant):
-                    return step
-                if step == REGISTER:
-                    self._ensure_registered()
-                elif step == CONVERGE:
-                    for verb, report in attempt.closing:
-                        self._post(self.session_path(verb), report)
-        except REPORT_ERRORS as error:
-            self.detach(error, time.monotonic())
-            return self.fallback()
-        return self.fallback("no place was free within max_wait_s")
+        """As `RouterCore.acquire_plan`."""
+        return self._run(self.acquire_plan(expected_tokens, agent_step))
 
     def reroute(self, refused: Grant, how: str, expected_tokens: int | None) -> Grant | None:
-        """Where a call `refused`'s node refused goes instead (None: nowhere, the caller gets the refusal)."""
-        self.refusal_noted(refused, how)
-        if refused.detached or not self.has_coordinator or self.state.detached_at is not None:
-            return self.fallback_after(refused)
-        self.flush()  # the refusal's report goes first: the refused call ends before its retry is placed
-        try:
-            self._ensure_registered()
-            body = self.acquire_body(expected_tokens, Attempt(time.monotonic()), avoid=refused.node)
-            return self.rerouted(*self._post(self.session_path("acquire"), body), refused)
-        except REPORT_ERRORS as error:
-            self.detach(error, time.monotonic())
-            return self.fallback_after(refused)
-
-    def _report(self, method: str, path: str, body: Any = None) -> None:
-        if self._worker is None:
-            self._worker = threading.Thread(target=self._work, name=f"tao-report-{self.state.session_id}", daemon=True)
-            self._worker.start()
-        self._queue.put((method, path, body))
-
-    def _send(self, method: str, path: str, body: Any = None) -> None:
-        now = time.monotonic()
-        if not self.state.registered:
-            return
-        try:
-            response = self._request(method, path, body)
-            answer = check(response)
-            self.state.heartbeat_due = now + self.state.lease_ttl_s / 3
-            if closing := self.resend_after(path, response.status_code, answer):
-                for verb, report in closing:
-                    self._post(self.session_path(verb), report)
-                check(self._request(method, path, body))
-        except REPORT_ERRORS as error:
-            self.detach(error, now)
+        """As `RouterCore.reroute_plan`."""
+        return self._run(self.reroute_plan(refused, how, expected_tokens))
 
     def llm_end(self, grant: Grant, usage: Any, duration_s: float) -> None:
-        if not grant.detached:
-            self._report("POST", self.session_path("llm_end"), self.llm_end_body(grant, usage, duration_s))
+        self._report(self.llm_end_report(grant, usage, duration_s))
 
     def tool_start(self, call_id: str, tool: str, hints: protocol.ToolHints, program: str | None = None) -> None:
-        self._report("POST", self.session_path("tool_start"), self.tool_start_body(call_id, tool, hints, program))
+        self._report(self.tool_start_report(call_id, tool, hints, program))
 
     def tool_end(self, call_id: str, duration_s: float | None, status: str) -> None:
-        self._report("POST", self.session_path("tool_end"), self.tool_end_body(call_id, duration_s, status))
+        self._report(self.tool_end_report(call_id, duration_s, status))
 
     def heartbeat_if_due(self) -> None:
-        now = time.monotonic()
-        if self.state.detached_at is not None:
-            self.retry_in_background(now)
-        elif now >= self.state.heartbeat_due:
-            self._report("POST", self.session_path("heartbeat"))
+        self._report(self.heartbeat_report())
 
 
-class AsyncRouter(Calls):
-    """As `SyncRouter`, with one background task instead of a thread; never blocks the event loop."""
+class AsyncRouter(RouterCore):
+    """As `SyncRouter`, running the plans with awaits and sending reports from one background task; never blocks
+    the event loop."""
 
-    def __init__(self, config: SessionConfig, state: SessionState | None = None) -> None:
+    def __init__(
+        self,
+        config: SessionConfig,
+        state: SessionState | None = None,
+        transport: httpx2.AsyncBaseTransport | None = None,
+    ) -> None:
         super().__init__(config, state)
-        self.http = httpx2.AsyncClient(timeout=self.timeout(), verify=shared_ssl_context())
-        self._queue: asyncio.Queue[tuple[str, str, Any]] | None = None
+        self.http = httpx2.AsyncClient(timeout=self.timeout(), verify=shared_ssl_context(), transport=transport)
+        self._queue: asyncio.Queue[Report] | None = None
         self._worker: asyncio.Task[None] | None = None
         self._retry: asyncio.Task[None] | None = None
+
+    async def _run(self, plan: Plan[T]) -> T:
+        reply: Any = None
+        failure: Exception | None = None
+        while True:
+            try:
+                step = plan.send(reply) if failure is None else plan.throw(failure)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            reply, failure = None, None
+            if isinstance(step, Pause):
+                await asyncio.sleep(step.seconds)
+            elif isinstance(step, Flush):
+                await self.flush()
+            else:
+                try:
+                    reply = await self.http.request(step.method, step.url, json=step.body, headers=step.headers)
+                except Exception as error:
+                    failure = error
 
     async def close(self) -> None:
         if self._retry is not None:
             await asyncio.wait([self._retry], timeout=self.retry_bound_s())
         await self.flush()
         if self.state.registered:
-            await self._send("DELETE", self.session_path())
+            await self._run(self.report_plan("DELETE", self.session_path()))
         if self._worker is not None:
             self._worker.cancel()
         await self.http.aclose()
@@ -253,42 +215,20 @@ class AsyncRouter(Calls):
         while True:
             item = await self._queue.get()
             try:
-                await self._send(*item)
+                await self._run(self.report_plan(*item))
             finally:
                 self._queue.task_done()
 
-    async def _request(self, method: str, path: str, body: Any = None, api: bool = False) -> httpx2.Response:
-        trial = Failover()
-        while True:
-            url = self.state.replicas.leader
-            failure: BaseException | NotLeader
-            try:
-                response = await self.http.request(method, url + path, json=body, headers=self.headers(api))
-            except httpx2.TransportError as error:
-                failure = error
-            else:
-                if (refusal := not_leader(response)) is None:
-                    self.reached(url)
-                    return response
-                failure = refusal
-            if pause := self.failover(trial, url, failure):
-                await asyncio.sleep(pause)
-
-    async def _post(self, path: str, body: Any = None, api: bool = False) -> tuple[int, Any]:
-        response = await self._request("POST", path, body, api)
-        return response.status_code, check(response)
-
-    async def _ensure_registered(self) -> None:
-        if not self.state.registered:
-            self.registered(*await self._post("/v1/sessions", self.register_body(), api=True))
+    def _report(self, report: Report | None) -> None:
+        if report is None:
+            return
+        if self._queue is None:
+            self._queue = asyncio.Queue()
+            self._worker = asyncio.create_task(self._work())
+        self._queue.put_nowait(report)
 
     async def register(self) -> None:
-        if not self.has_coordinator:
-            return
-        try:
-            await self._ensure_registered()
-        except REPORT_ERRORS as error:
-            self.detach(error, time.monotonic())
+        await self._run(self.register_plan())
 
     def retry_in_background(self, now: float) -> None:
         running = self._retry is not None and not self._retry.done()
@@ -296,76 +236,19 @@ class AsyncRouter(Calls):
             self._retry = asyncio.get_running_loop().create_task(self.register())
 
     async def acquire(self, expected_tokens: int | None, agent_step: Step | None = None) -> Grant:
-        await self.flush()
-        attempt = Attempt(time.monotonic())
-        if not self.has_coordinator or self.state.detached_at is not None:
-            self.retry_in_background(attempt.started)
-            return self.fallback()
-        try:
-            await self._ensure_registered()
-            while (body := self.acquire_body(expected_tokens, attempt, agent_step)) is not None:
-                step = self.answered(*await self._post(self.session_path("acquire"), body), attempt)
-                if isinstance(step, Grant):
-                    return step
-                if step == REGISTER:
-                    await self._ensure_registered()
-                elif step == CONVERGE:
-                    for verb, report in attempt.closing:
-                        await self._post(self.session_path(verb), report)
-        except REPORT_ERRORS as error:
-            self.detach(error, time.monotonic())
-            return self.fallback()
-        return self.fallback("no place was free within max_wait_s")
+        return await self._run(self.acquire_plan(expected_tokens, agent_step))
 
     async def reroute(self, refused: Grant, how: str, expected_tokens: int | None) -> Grant | None:
-        """As `SyncRouter.reroute`."""
-        self.refusal_noted(refused, how)
-        if refused.detached or not self.has_coordinator or self.state.detached_at is not None:
-            return self.fallback_after(refused)
-        await self.flush()
-        try:
-            await self._ensure_registered()
-            body = self.acquire_body(expected_tokens, Attempt(time.monotonic()), avoid=refused.node)
-            return self.rerouted(*await self._post(self.session_path("acquire"), body), refused)
-        except REPORT_ERRORS as error:
-            self.detach(error, time.monotonic())
-            return self.fallback_after(refused)
-
-    async def _report(self, method: str, path: str, body: Any = None) -> None:
-        if self._queue is None:
-            self._queue = asyncio.Queue()
-            self._worker = asyncio.create_task(self._work())
-        self._queue.put_nowait((method, path, body))
-
-    async def _send(self, method: str, path: str, body: Any = None) -> None:
-        now = time.monotonic()
-        if not self.state.registered:
-            return
-        try:
-            response = await self._request(method, path, body)
-            answer = check(response)
-            self.state.heartbeat_due = now + self.state.lease_ttl_s / 3
-            if closing := self.resend_after(path, response.status_code, answer):
-                for verb, report in closing:
-                    await self._post(self.session_path(verb), report)
-                check(await self._request(method, path, body))
-        except REPORT_ERRORS as error:
-            self.detach(error, now)
+        return await self._run(self.reroute_plan(refused, how, expected_tokens))
 
     async def llm_end(self, grant: Grant, usage: Any, duration_s: float) -> None:
-        if not grant.detached:
-            await self._report("POST", self.session_path("llm_end"), self.llm_end_body(grant, usage, duration_s))
+        self._report(self.llm_end_report(grant, usage, duration_s))
 
     async def tool_start(self, call_id: str, tool: str, hints: protocol.ToolHints, program: str | None = None) -> None:
-        body = self.tool_start_body(call_id, tool, hints, program)
-        await self._report("POST", self.session_path("tool_start"), body)
+        self._report(self.tool_start_report(call_id, tool, hints, program))
 
     async def tool_end(self, call_id: str, duration_s: float | None, status: str) -> None:
-        await self._report("POST", self.session_path("tool_end"), self.tool_end_body(call_id, duration_s, status))
+        self._report(self.tool_end_report(call_id, duration_s, status))
 
     async def heartbeat_if_due(self) -> None:
-        now = time.monotonic()
-        if self.state.detached_at is not None:
-            self.retry_in_background(now)
-        elif now >= self.state.heartbeat_due:
-            await self._report("POST", self.session_path("heartbeat"))
+        self._report(self.heartbeat_report())

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import os
 import threading
 import time
 import uuid
@@ -27,26 +26,19 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx2
-import pydantic
 
-from . import protocol
+from . import environment, protocol
 from .errors import ConfigurationError
 from .hints import command_hints, program_of
 from .replicas import coordinator_urls
-from .router import AsyncRouter, SessionConfig, SessionState, Step, SyncRouter, new_state
+from .router import AsyncRouter, SessionState, Step, SyncRouter, new_state
+from .session_config import SessionConfig, validated
 from .transport import AsyncTaoTransport, TaoTransport
 
 PLACEHOLDER_OPENAI = "http://tao.invalid/v1"
 PLACEHOLDER_ANTHROPIC = "http://tao.invalid"
 Client = TypeVar("Client")
 F = TypeVar("F", bound=Callable[..., Any])
-BodyT = TypeVar("BodyT", bound=pydantic.BaseModel)
-
-
-def _nodes(value: list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
-    if value is not None:
-        return tuple(value)
-    return tuple(url.strip() for url in os.environ.get("TAO_NODES", "").split(",") if url.strip())
 
 
 class Session:
@@ -63,21 +55,18 @@ class Session:
         expected_next_tools: list[str] | tuple[str, ...] | None = None,
         **options: float,
     ) -> None:
-        coordinators = coordinator_urls(coordinator or os.environ.get("TAO_COORDINATOR"))
+        coordinators = coordinator_urls(coordinator or environment.coordinator())
         agent: dict[str, Any] = {"workflow_id": workflow_id, "parent_session_id": parent_session_id}
         if expected_next_tools is not None:
             agent["expected_next_tools"] = list(expected_next_tools)
-        try:
-            self.config = SessionConfig(
-                coordinator=coordinators or None,
-                token=token or os.environ.get("TAO_TOKEN"),
-                context=_with_agent(context or protocol.AgentContext(), agent),
-                session_id=session_id,
-                fallback_nodes=_nodes(fallback_nodes),
-                **options,
-            )
-        except TypeError as error:
-            raise ConfigurationError(str(error)) from None
+        self.config = SessionConfig.of(
+            coordinator=coordinators or None,
+            token=token or environment.token(),
+            context=_with_agent(context or protocol.AgentContext(), agent),
+            session_id=session_id,
+            fallback_nodes=environment.nodes() if fallback_nodes is None else tuple(fallback_nodes),
+            **options,
+        )
         self.state: SessionState = new_state(self.config)
         self._sync: SyncRouter | None = None
         self._async: AsyncRouter | None = None
@@ -124,7 +113,7 @@ class Session:
         `ConfigurationError` naming the field, and change nothing."""
         text = None if step_id is None else str(step_id)
         tools = None if expected_tools is None else list(expected_tools)
-        _validated(protocol.AcquireRequest, {"step_id": text, "expected_next_tools": tools})
+        validated(protocol.AcquireRequest, {"step_id": text, "expected_next_tools": tools})
         self.state.step = Step(text, None if tools is None else tuple(tools))
 
     # -- life cycle ------------------------------------------------------------------------------------------------
@@ -187,26 +176,22 @@ class Session:
     def openai(self, **kwargs: Any) -> Any:
         import openai
 
-        kwargs.setdefault("api_key", "EMPTY")
-        return openai.OpenAI(base_url=PLACEHOLDER_OPENAI, http_client=self.http_client(), **kwargs)
+        return _routed(openai.OpenAI, PLACEHOLDER_OPENAI, self.http_client(), kwargs)
 
     def async_openai(self, **kwargs: Any) -> Any:
         import openai
 
-        kwargs.setdefault("api_key", "EMPTY")
-        return openai.AsyncOpenAI(base_url=PLACEHOLDER_OPENAI, http_client=self.async_http_client(), **kwargs)
+        return _routed(openai.AsyncOpenAI, PLACEHOLDER_OPENAI, self.async_http_client(), kwargs)
 
     def anthropic(self, **kwargs: Any) -> Any:
         import anthropic
 
-        kwargs.setdefault("api_key", "EMPTY")
-        return anthropic.Anthropic(base_url=PLACEHOLDER_ANTHROPIC, http_client=self.http_client(), **kwargs)
+        return _routed(anthropic.Anthropic, PLACEHOLDER_ANTHROPIC, self.http_client(), kwargs)
 
     def async_anthropic(self, **kwargs: Any) -> Any:
         import anthropic
 
-        kwargs.setdefault("api_key", "EMPTY")
-        return anthropic.AsyncAnthropic(base_url=PLACEHOLDER_ANTHROPIC, http_client=self.async_http_client(), **kwargs)
+        return _routed(anthropic.AsyncAnthropic, PLACEHOLDER_ANTHROPIC, self.async_http_client(), kwargs)
 
     def wrap(self, client: Client) -> Client:
         """A copy of an OpenAI/Anthropic client (sync or async) you built, routed through this session. Its base
@@ -263,13 +248,10 @@ class Session:
         return {}
 
 
-def _validated(model: type[BodyT], fields: dict[str, Any]) -> BodyT:
-    try:
-        return model.model_validate(fields)
-    except pydantic.ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise ConfigurationError(f"{where}: {first['msg']}") from None
+def _routed(make: Callable[..., Any], base_url: str, http: httpx2.Client | httpx2.AsyncClient, kwargs: Any) -> Any:
+    """An OpenAI or Anthropic client built by `make` on the session's `http` client; its base URL's host is a
+    placeholder the transport replaces, and its API key is "EMPTY" unless `kwargs` give one."""
+    return make(base_url=base_url, http_client=http, **{"api_key": "EMPTY", **kwargs})
 
 
 def _with_agent(context: protocol.AgentContext, agent: dict[str, Any]) -> protocol.AgentContext:
@@ -277,7 +259,7 @@ def _with_agent(context: protocol.AgentContext, agent: dict[str, Any]) -> protoc
     given = {name: value for name, value in agent.items() if value is not None}
     if not given:
         return context
-    return _validated(protocol.AgentContext, {**context.model_dump(), **given})
+    return validated(protocol.AgentContext, {**context.model_dump(), **given})
 
 
 def _status(error: BaseException | None) -> str:

@@ -32,6 +32,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from . import environment
 from .errors import ConfigurationError
 from .replicas import coordinator_urls
 
@@ -240,7 +241,7 @@ def _quit_pressed(wait_s: float, keyboard: bool) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    given = args.coordinator or os.environ.get("TAO_COORDINATOR") or ""
+    given = args.coordinator or environment.coordinator() or ""
     try:
         urls = coordinator_urls(given)
     except ConfigurationError:
@@ -254,7 +255,7 @@ def run(args: argparse.Namespace) -> int:
     if args.interval <= 0:
         print("tao top: --interval must be more than 0 seconds", file=sys.stderr)
         return 2
-    token = args.token or os.environ.get("TAO_TOKEN")
+    token = args.token or environment.token()
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     with httpx2.Client(headers=headers, timeout=5.0) as client:
         try:

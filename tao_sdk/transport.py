@@ -18,7 +18,6 @@ reading early; a refused and retried call is two calls, each reported once.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
@@ -29,7 +28,7 @@ from .calls import describe
 from .refusals import httpx_refusal, refused_status
 from .router import AsyncRouter, Grant, SyncRouter
 from .tls import shared_ssl_context
-from .usage import Usage, UsageObserver
+from .usage import Usage, UsageObserver, with_usage_requested
 
 MODEL_PATHS = ("/chat/completions", "/completions", "/messages", "/responses")
 CHARS_PER_TOKEN = 4
@@ -46,18 +45,10 @@ def prepare(request: httpx2.Request, grant: Grant, session_id: str) -> tuple[boo
     request.headers["Host"] = node.netloc.decode()
     request.headers["X-Session-ID"] = session_id
     body = request.content
-    streaming = False
-    try:
-        payload = json.loads(body) if body else None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        payload = None
-    if isinstance(payload, dict) and payload.get("stream") is True:
-        streaming = True
-        if not request.url.path.endswith("/messages") and "stream_options" not in payload:
-            payload["stream_options"] = {"include_usage": True}
-            content = json.dumps(payload).encode()
-            request.stream = httpx2.ByteStream(content)
-            request.headers["Content-Length"] = str(len(content))
+    content, streaming = with_usage_requested(body, request.url.path)
+    if content is not body:
+        request.stream = httpx2.ByteStream(content)
+        request.headers["Content-Length"] = str(len(content))
     return streaming, len(body) // CHARS_PER_TOKEN
 
 

@@ -2,8 +2,9 @@
 
 Works for OpenAI chat/completions and Anthropic messages, JSON or server-sent events, without buffering a stream:
 SSE is parsed line by line and only the usage figures are kept. OpenAI streams carry usage in the last chunk when
-`stream_options.include_usage` is set (the transport sets it); Anthropic streams in `message_start` and
-`message_delta`. Anthropic's `input_tokens` excludes cached tokens, so prompt = input + cache read + cache creation.
+`stream_options.include_usage` is set (`with_usage_requested` sets it, for the transport and the proxy alike);
+Anthropic streams in `message_start` and `message_delta`. Anthropic's `input_tokens` excludes cached tokens, so
+prompt = input + cache read + cache creation.
 """
 
 from __future__ import annotations
@@ -24,6 +25,20 @@ class Usage:
     error: str | None = None
     refused: bool = False
     """The node refused the call before answering any of it (`refusals.py`); `error` says how."""
+
+
+def with_usage_requested(raw: bytes, path: str) -> tuple[bytes, bool]:
+    """The body to forward, and whether the response streams. OpenAI streams are asked for their usage chunk."""
+    try:
+        payload = json.loads(raw) if raw else None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return raw, False
+    if not isinstance(payload, dict) or payload.get("stream") is not True:
+        return raw, False
+    if not path.endswith("/messages") and "stream_options" not in payload:
+        payload["stream_options"] = {"include_usage": True}
+        return json.dumps(payload).encode(), True
+    return raw, True
 
 
 class UsageObserver:

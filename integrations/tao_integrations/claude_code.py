@@ -39,6 +39,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from tao_sdk import environment
 from tao_sdk.hints import command_hints, program_of
 from tao_sdk.ids import SESSION_ID_PATTERN
 
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _timeout_s(env: Mapping[str, str]) -> float:
     try:
-        return max(0.1, float(env.get("TAO_HOOK_TIMEOUT_S", "1.5")))
+        return max(0.1, float(environment.hook_timeout_s(env) or "1.5"))
     except ValueError:
         return 1.5
 

@@ -18,13 +18,20 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from .install_files import InstallError, apply, read_object, render, tao_command
-from .relay import DEFAULT_PROXY_URL
+from .install_files import (
+    InstallError,
+    add_change_arguments,
+    add_place_arguments,
+    bad_proxy,
+    change_file,
+    tao_command,
+    user_dir,
+)
 
 HOOK_WORDS = ("hook", "claude-code")
 TOOL_MATCHER = "^(Bash|TaskOutput|WebFetch|WebSearch|mcp__.*)$"
@@ -50,20 +57,17 @@ MANAGED = "TAO_MANAGED_ENV"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument("--project", metavar="DIR", help="install into DIR/.claude/settings.local.json (default: .)")
-    where.add_argument("--user", action="store_true", help="install into ~/.claude/settings.json")
-    parser.add_argument("--proxy", default=DEFAULT_PROXY_URL, help=f"URL of `tao proxy` ({DEFAULT_PROXY_URL})")
+    add_place_arguments(
+        parser, "install into DIR/.claude/settings.local.json (default: .)", "install into ~/.claude/settings.json"
+    )
     parser.add_argument("--model", help="served model name for every Claude Code model setting")
     parser.add_argument("--api-key", help="ANTHROPIC_API_KEY to set (without a Claude login; any string)")
-    parser.add_argument("--uninstall", action="store_true", help="remove what an install added")
-    parser.add_argument("--dry-run", action="store_true", help="print the change without writing it")
+    add_change_arguments(parser)
 
 
 def settings_path(args: argparse.Namespace) -> Path:
     if args.user:
-        config = os.environ.get("CLAUDE_CONFIG_DIR")
-        return (Path(config) if config else Path.home() / ".claude") / "settings.json"
+        return user_dir("CLAUDE_CONFIG_DIR", Path.home() / ".claude") / "settings.json"
     return Path(args.project or ".") / ".claude" / "settings.local.json"
 
 
@@ -144,21 +148,17 @@ def env_block(args: argparse.Namespace) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.proxy.startswith(("http://", "https://")):
-        print(f"tao install claude-code: --proxy: expected an http(s) URL, got {args.proxy!r}", file=sys.stderr)
+    if bad_proxy(args, "tao install claude-code"):
         return 2
     path = settings_path(args)
+    change = (
+        uninstalled if args.uninstall else partial(installed, command=tao_command(*HOOK_WORDS), env=env_block(args))
+    )
     try:
-        old_text, settings = read_object(path)
+        changed = change_file(path, change, args.dry_run)
     except InstallError as error:
         print(f"tao install claude-code: {error}", file=sys.stderr)
         return 1
-    if args.uninstall:
-        new = uninstalled(settings)
-    else:
-        new = installed(settings, tao_command(*HOOK_WORDS), env_block(args))
-    new_text = render(new) if new else ""
-    changed = apply(path, old_text, new_text, args.dry_run, sys.stdout)
     if changed and not args.dry_run and not args.uninstall:
         print(f"TAO hooks installed in {path}; run `tao proxy --coordinator URL[,URL…] --port …` at {args.proxy}.")
     return 0

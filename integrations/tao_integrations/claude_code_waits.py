@@ -21,12 +21,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tao_sdk import environment
+
 BACKGROUND_WAIT = "background-tasks"
 """Call id (and tool name) of the wait for background tasks after a turn; one at a time per session."""
 
 
 def state_dir(env: Mapping[str, str]) -> Path:
-    configured = env.get("TAO_HOOK_STATE_DIR")
+    configured = environment.hook_state_dir(env)
     if configured:
         return Path(configured)
     uid = os.getuid() if hasattr(os, "getuid") else 0

@@ -16,13 +16,19 @@ removes the `tao` provider, `model`/`small_model` only while they name it, and t
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from .install_files import InstallError, apply, read_object, render
-from .relay import DEFAULT_PROXY_URL
+from .install_files import (
+    InstallError,
+    add_change_arguments,
+    add_place_arguments,
+    bad_proxy,
+    change_file,
+    user_dir,
+)
 
 PROVIDER = "tao"
 PLUGIN_MARKER = "export const TaoPlugin"
@@ -32,22 +38,17 @@ file); a built wheel holds a copy, so a plain `pip install` can place it too."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument("--project", metavar="DIR", help="install into DIR/.opencode/ (default: .)")
-    where.add_argument("--user", action="store_true", help="install into ~/.config/opencode/")
-    parser.add_argument("--proxy", default=DEFAULT_PROXY_URL, help=f"URL of `tao proxy` ({DEFAULT_PROXY_URL})")
+    add_place_arguments(parser, "install into DIR/.opencode/ (default: .)", "install into ~/.config/opencode/")
     parser.add_argument("--model", help="served model name (required to install)")
     parser.add_argument("--context", type=int, default=32_768, help="the model's context length (32768)")
     parser.add_argument("--output", type=int, default=4_096, help="most tokens OpenCode asks for per call (4096)")
     parser.add_argument("--api-key", default="tao", help="key sent to the proxy (it does not check it)")
-    parser.add_argument("--uninstall", action="store_true", help="remove what an install added")
-    parser.add_argument("--dry-run", action="store_true", help="print the change without writing it")
+    add_change_arguments(parser)
 
 
 def config_dir(args: argparse.Namespace) -> Path:
     if args.user:
-        base = os.environ.get("XDG_CONFIG_HOME")
-        return (Path(base) if base else Path.home() / ".config") / "opencode"
+        return user_dir("XDG_CONFIG_HOME", Path.home() / ".config") / "opencode"
     return Path(args.project or ".") / ".opencode"
 
 
@@ -107,8 +108,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.uninstall and not args.model:
         print("tao install opencode: --model: the served model name is required", file=sys.stderr)
         return 2
-    if not args.proxy.startswith(("http://", "https://")):
-        print(f"tao install opencode: --proxy: expected an http(s) URL, got {args.proxy!r}", file=sys.stderr)
+    if bad_proxy(args, "tao install opencode"):
         return 2
     if not args.uninstall and not PLUGIN_SOURCE.is_file():
         print(f"tao install opencode: the plugin source {PLUGIN_SOURCE} is missing", file=sys.stderr)
@@ -118,9 +118,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if (directory / "opencode.jsonc").exists():
             raise InstallError(f"{directory / 'opencode.jsonc'} exists: merge the `tao` provider by hand")
-        old_text, config = read_object(path)
-        new = uninstalled(config) if args.uninstall else installed(config, args)
-        apply(path, old_text, render(new) if new else "", args.dry_run, sys.stdout)
+        change_file(path, uninstalled if args.uninstall else partial(installed, args=args), args.dry_run)
         _plugin_change(directory / "plugin" / "tao.ts", not args.uninstall, args.dry_run)
     except InstallError as error:
         print(f"tao install opencode: {error}", file=sys.stderr)

@@ -10,11 +10,12 @@ relay is on loopback, and hook payloads must not leave the machine through a for
 from __future__ import annotations
 
 import json
-import os
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from tao_sdk import environment
 
 DEFAULT_PROXY_URL = "http://127.0.0.1:8787"
 RELAY_PATH = "/tao/v1/events"
@@ -23,8 +24,7 @@ _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 def proxy_url(env: Mapping[str, str] | None = None) -> str:
     """The proxy's root URL: `$TAO_PROXY_URL`, else the proxy's default address."""
-    env = os.environ if env is None else env
-    return (env.get("TAO_PROXY_URL") or DEFAULT_PROXY_URL).rstrip("/")
+    return (environment.proxy_url(env) or DEFAULT_PROXY_URL).rstrip("/")
 
 
 def post_events(url: str, events: Sequence[Mapping[str, Any]], timeout_s: float) -> bool:

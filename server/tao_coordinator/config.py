@@ -43,12 +43,13 @@ the server listens on loopback; every error names the offending field (`ConfigEr
 from __future__ import annotations
 
 import ipaddress
-import os
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from tao_sdk import environment
 
 from .core.policies import make_policy
 from .core.settings import CoreSettings
@@ -261,8 +262,8 @@ def load_config(
     if extra_nodes:
         data["nodes"] = [*data.get("nodes", []), *extra_nodes]
     server = data.setdefault("server", {})
-    if "token" not in server and os.environ.get("TAO_TOKEN"):
-        server["token"] = os.environ["TAO_TOKEN"]
+    if "token" not in server and (token := environment.token()):
+        server["token"] = token
     try:
         return CoordinatorConfig.model_validate(data)
     except ValidationError as error:

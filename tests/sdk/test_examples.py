@@ -84,7 +84,10 @@ def test_with_the_quickstart_policy_the_example_runs_its_tool(example, scripted_
     assert (end.call_id, end.status) == (start.call_id, "ok")
 
 
-def test_the_tool_examples_say_how_to_make_a_fake_node_call_a_tool():
+def test_the_examples_readme_says_how_to_make_a_fake_node_call_a_tool_and_the_tool_examples_point_to_it():
+    readme = (EXAMPLES / "README.md").read_text()
+    assert "/fake/policy" in readme and quickstart_policy() in readme
+    assert all(f"`{example}`" in readme for example in EXAMPLE_FILES)
     for example in TOOL_EXAMPLES:
         doc = ast.get_docstring(ast.parse((EXAMPLES / example).read_text())) or ""
-        assert "/fake/policy" in doc and quickstart_policy() in doc
+        assert "README.md" in doc and "fake node" in doc

@@ -1,33 +1,21 @@
-"""Duration hints parsed out of shell commands."""
+"""Duration hints parsed out of shell commands, on the cases the OpenCode plugin is tested on too (`shell_hints.json`,
+read by integrations/opencode/test/hints.test.mjs)."""
+
+import json
+from pathlib import Path
 
 import pytest
 
 from tao_sdk import command_hints
 from tao_sdk.hints import CommandHints, parse_duration
 
+SHELL_HINTS = json.loads((Path(__file__).parent / "shell_hints.json").read_text())
 
-@pytest.mark.parametrize(
-    ("command", "expected"),
-    [
-        ("sleep 5", CommandHints(sleep_s=5)),
-        ("sleep 1.5 && echo hi", CommandHints(sleep_s=1.5)),
-        ("sleep 2; sleep 3m", CommandHints(sleep_s=182)),
-        ("cd x && sleep 1 || sleep 2", CommandHints(sleep_s=3)),
-        ("timeout 30 pytest -x", CommandHints(timeout_s=30)),
-        ("timeout -k 5 2m make && timeout 10s ls", CommandHints(timeout_s=10)),
-        ("sleep 10 | cat", CommandHints(sleep_s=10)),
-        ("(sleep 4) | (sleep 6)", CommandHints()),
-        ("python -m http.server &", CommandHints(background=True)),
-        ("nohup sleep 100 &", CommandHints(sleep_s=100, background=True)),
-        ("make && make test", CommandHints()),
-        ("echo 'sleep 5'", CommandHints()),
-        ("sleep", CommandHints()),
-        ("sleep soon", CommandHints()),
-        ("unbalanced 'quote && sleep 2", CommandHints(sleep_s=2)),
-    ],
-)
-def test_what_is_understood(command, expected):
-    assert command_hints(command) == expected
+
+@pytest.mark.parametrize("case", SHELL_HINTS["command_hints"], ids=lambda case: case["command"])
+def test_what_is_understood(case):
+    expected = CommandHints(sleep_s=case["sleep_s"], timeout_s=case["timeout_s"], background=case["background"])
+    assert command_hints(case["command"]) == expected
 
 
 def test_durations():

@@ -1,7 +1,10 @@
 """The program a shell command runs (`tao_sdk.hints.program_of`), and `tool_start`'s `program` on the wire and in the
-core event."""
+core event. The cases of `program_of` are in `shell_hints.json`, which the OpenCode plugin's test reads too
+(integrations/opencode/test/hints.test.mjs)."""
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -13,68 +16,11 @@ from tao_coordinator.core.events import ToolStart
 from tao_sdk import protocol
 from tao_sdk.hints import PROGRAM_MAX_CHARS, PROGRAM_PATTERN, program_of
 
+SHELL_HINTS = json.loads((Path(__file__).parent / "shell_hints.json").read_text())
+
 
 @pytest.mark.parametrize(
-    ("command", "program"),
-    [
-        ("ls -la", "ls"),
-        ("  cargo build --release  ", "cargo"),
-        ("git status && git diff", "git"),
-        ("make; make test", "make"),
-        ("npm test || echo failed", "npm"),
-        ("find . -name '*.py' | head -20", "find"),
-        ("python -m http.server &", "python"),
-        ("pytest -x\necho done", "pytest"),
-        ("/usr/bin/python3 -c 'print(1)'", "python3"),
-        ("./target/release/wsp run", "wsp"),
-        ("~/bin/tool.sh --flag", "tool.sh"),
-        (".venv/bin/python setup.py", "python"),
-        ("g++ -O2 -o a a.cc", "g++"),
-        ("docker-compose up -d", "docker-compose"),
-        ("FOO=1 make", "make"),
-        ("CC=gcc CFLAGS='-O2 -g' make -j8", "make"),
-        ('DATABASE_URL="postgresql://u:p@localhost:5432/db" sqlx migrate run', "sqlx"),
-        ("PATH+=:/opt/bin node s.js", "node"),
-        ("X=1 && ls", "ls"),
-        ("TOKEN=$(cat ~/.token) && curl -s x", "curl"),
-        ("OUT=$(git log --format='%h (%an)' | head -1) make", "make"),
-        ("cd repo && pytest -q", "pytest"),
-        ("cd 'my dir'; cd sub && FOO=1 npm test", "npm"),
-        ('cd "$HOME/src" && make', "make"),
-        ("cd /testbed && python reproduce.py", "python"),
-        ("cd /tmp", "cd"),
-        ("cd a && cd b", "cd"),
-        ("(cd x && make)", "make"),
-        ("{ ls; pwd; }", "ls"),
-        ("! grep -q x f", "grep"),
-        ("sudo apt-get install -y jq", "sudo"),
-        ("env FOO=1 python x.py", "env"),
-        ("time make", "time"),
-        ("nohup julia serve.jl &", "nohup"),
-        ("timeout -k 5 60 pytest", "timeout"),
-        ("for f in *.py; do echo $f; done", "for"),
-        ("source .venv/bin/activate && pytest", "source"),
-        ("export PATH=$PATH:/x && flutter doctor", "export"),
-        ("# check it\nls -la", "ls"),
-        ("# don't worry\ncargo test", "cargo"),
-        ("cd repo  # go there\nmake", "make"),
-        ("ls # a comment", "ls"),
-        ("\\\nmv a b", "mv"),
-        ("python3 << 'EOF'\nimport os\nEOF", "python3"),
-        ("echo 'a && b'", "echo"),
-        ("'my tool' --x", "mytool"),
-        ("unbalanced 'quote && sleep 2", "unbalanced"),
-        ("x" * 80, "x" * 64),
-        ("$EDITOR file", None),
-        ("`which python` x.py", None),
-        ("$(which python) x.py", None),
-        ("X=1", None),
-        ("", None),
-        ("   \n ", None),
-        ("'", None),
-        ("..", None),
-        ("é", None),
-    ],
+    ("command", "program"), [(case["command"], case["program"]) for case in SHELL_HINTS["program_of"]]
 )
 def test_the_program_a_command_runs(command, program):
     assert program_of(command) == program

@@ -21,7 +21,7 @@ def fleet():
 
 
 def config(coordinator, session_id):
-    return SessionConfig(coordinator.url, coordinator.token, session_id=session_id, max_wait_s=20.0)
+    return SessionConfig(coordinator=coordinator.url, token=coordinator.token, session_id=session_id, max_wait_s=20.0)
 
 
 def phase(coordinator, session_id):

@@ -218,7 +218,7 @@ def stall(
 ) -> Stall:
     """`sessions` SDK sessions with default timeouts loop over a tool and a model call; the coordinator is stopped
     for `stall_s` after `before_s`, and the run goes on for `after_s` after the resume."""
-    config = SessionConfig(None)
+    config = SessionConfig()
     bound = config.connect_timeout_s + config.request_timeout_s + SLACK_S
     with (
         ThreadedFleet(2, FakeNodeConfig(time_scale=50), kv_events=False) as fleet,

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tao_sdk import environment
+
 TRACES_ENV = "TAO_TRACES"
+"""The variable `traces_dir` reads (through `tao_sdk.environment`)."""
 AGENTX_DEV = Path("agentx_cc/dev.jsonl.gz")
 AGENTX_EXAMPLE = Path("agentx_cc/examples/trace_0004.json")
 MINI_SWE_DEV = Path("mini_swe_agent/steps_dev.jsonl.gz")
@@ -17,7 +19,7 @@ MINI_SWE_DEV = Path("mini_swe_agent/steps_dev.jsonl.gz")
 
 def traces_dir() -> Path:
     """`$TAO_TRACES`, else `../shared/traces` next to the repository root (the layout of the development machines)."""
-    configured = os.environ.get(TRACES_ENV)
+    configured = environment.traces()
     if configured:
         return Path(configured)
     repo_root = Path(__file__).resolve().parents[4]

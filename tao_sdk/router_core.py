@@ -1,0 +1,176 @@
+"""What a session's router decides, written once for the sync and the async router (`router.py`, which does the I/O).
+
+Each exchange with the coordinator (registering, acquiring, rerouting a refused call, sending a report) is a *plan*:
+a generator that yields what it needs done — `Send` a request (the answer is sent back in, a transport error thrown
+in where the plan waits), `Pause`, or `FLUSH` the reports queued before it — and returns the exchange's result.
+`SyncRouter` runs a plan with blocking calls, `AsyncRouter` with awaits: the decisions, their order and their
+bounds (`router.py` states them) are the same because they are this code.
+
+Reports (`llm_end`, tool events, heartbeats) are built here as `Report`s, for the router to queue; a router sends
+them one at a time, in order, each with `report_plan`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import httpx2
+
+from . import protocol
+from .calls import CONVERGE, REGISTER, REPORT_ERRORS, Attempt, Calls, Grant, Step, check
+from .replicas import Failover, NotLeader, not_leader
+
+__all__ = ["FLUSH", "Flush", "Pause", "Plan", "Report", "RouterCore", "Send"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Send:
+    """Send this request; the plan gets the `httpx2.Response`, or the error the client raised."""
+
+    method: str
+    url: str
+    body: Any
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Pause:
+    """Wait this long before going on (between two replicas, while the leader moves)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Flush:
+    """Wait until every report queued so far has been sent."""
+
+
+FLUSH = Flush()
+
+Plan = Generator[Send | Pause | Flush, Any, T]
+Report = tuple[str, str, Any]
+"""A report to send in the background: method, path, JSON body."""
+
+
+class RouterCore(Calls):
+    """The plans of a session's exchanges with the coordinator; subclasses run them and queue the reports."""
+
+    def retry_in_background(self, now: float) -> None:
+        """While detached and due (`retry_due`): try the coordinator again without making the caller wait."""
+        raise NotImplementedError
+
+    # -- plans -----------------------------------------------------------------------------------------------------
+
+    def register_plan(self) -> Plan[None]:
+        if not self.has_coordinator:
+            return
+        try:
+            yield from self._ensure_registered()
+        except REPORT_ERRORS as error:
+            self.detach(error, time.monotonic())
+
+    def acquire_plan(self, expected_tokens: int | None, agent_step: Step | None = None) -> Plan[Grant]:
+        """A node for the next model call; `agent_step` (else the session's, `SessionState.step`) goes with it."""
+        yield FLUSH
+        attempt = Attempt(time.monotonic())
+        if not self.has_coordinator or self.state.detached_at is not None:
+            self.retry_in_background(attempt.started)
+            return self.fallback()
+        try:
+            yield from self._ensure_registered()
+            while (body := self.acquire_body(expected_tokens, attempt, agent_step)) is not None:
+                step = self.answered(*(yield from self._post(self.session_path("acquire"), body)), attempt)
+                if isinstance(step, Grant):
+                    return step
+                if step == REGISTER:
+                    yield from self._ensure_registered()
+                elif step == CONVERGE:
+                    for verb, report in attempt.closing:
+                        yield from self._post(self.session_path(verb), report)
+        except REPORT_ERRORS as error:
+            self.detach(error, time.monotonic())
+            return self.fallback()
+        return self.fallback("no place was free within max_wait_s")
+
+    def reroute_plan(self, refused: Grant, how: str, expected_tokens: int | None) -> Plan[Grant | None]:
+        """Where a call `refused`'s node refused goes instead (None: nowhere, the caller gets the refusal)."""
+        self.refusal_noted(refused, how)
+        if refused.detached or not self.has_coordinator or self.state.detached_at is not None:
+            return self.fallback_after(refused)
+        yield FLUSH  # the refusal's report goes first: the refused call ends before its retry is placed
+        try:
+            yield from self._ensure_registered()
+            body = self.acquire_body(expected_tokens, Attempt(time.monotonic()), avoid=refused.node)
+            return self.rerouted(*(yield from self._post(self.session_path("acquire"), body)), refused)
+        except REPORT_ERRORS as error:
+            self.detach(error, time.monotonic())
+            return self.fallback_after(refused)
+
+    def report_plan(self, method: str, path: str, body: Any = None) -> Plan[None]:
+        """Send one report; a refused tool_start is sent again after the reports that converge the session."""
+        now = time.monotonic()
+        if not self.state.registered:
+            return
+        try:
+            response = yield from self._leader_request(method, path, body)
+            answer = check(response)
+            self.state.heartbeat_due = now + self.state.lease_ttl_s / 3
+            if closing := self.resend_after(path, response.status_code, answer):
+                for verb, report in closing:
+                    yield from self._post(self.session_path(verb), report)
+                check((yield from self._leader_request(method, path, body)))
+        except REPORT_ERRORS as error:
+            self.detach(error, now)
+
+    def _leader_request(self, method: str, path: str, body: Any = None, api: bool = False) -> Plan[httpx2.Response]:
+        """The answer of the replica that answers as leader, following the leader (`Calls.failover`)."""
+        trial = Failover()
+        while True:
+            url = self.state.replicas.leader
+            failure: BaseException | NotLeader
+            try:
+                response = yield Send(method, url + path, body, self.headers(api))
+            except httpx2.TransportError as error:
+                failure = error
+            else:
+                if (refusal := not_leader(response)) is None:
+                    self.reached(url)
+                    return response  # type: ignore[no-any-return]
+                failure = refusal
+            if pause := self.failover(trial, url, failure):
+                yield Pause(pause)
+
+    def _post(self, path: str, body: Any = None, api: bool = False) -> Plan[tuple[int, Any]]:
+        response = yield from self._leader_request("POST", path, body, api)
+        return response.status_code, check(response)
+
+    def _ensure_registered(self) -> Plan[None]:
+        if not self.state.registered:
+            self.registered(*(yield from self._post("/v1/sessions", self.register_body(), api=True)))
+
+    # -- reports ---------------------------------------------------------------------------------------------------
+
+    def llm_end_report(self, grant: Grant, usage: Any, duration_s: float) -> Report | None:
+        if grant.detached:
+            return None
+        return "POST", self.session_path("llm_end"), self.llm_end_body(grant, usage, duration_s)
+
+    def tool_start_report(self, call_id: str, tool: str, hints: protocol.ToolHints, program: str | None) -> Report:
+        return "POST", self.session_path("tool_start"), self.tool_start_body(call_id, tool, hints, program)
+
+    def tool_end_report(self, call_id: str, duration_s: float | None, status: str) -> Report:
+        return "POST", self.session_path("tool_end"), self.tool_end_body(call_id, duration_s, status)
+
+    def heartbeat_report(self) -> Report | None:
+        """A heartbeat when one is due; while detached, a background retry of the coordinator instead."""
+        now = time.monotonic()
+        if self.state.detached_at is not None:
+            self.retry_in_background(now)
+        elif now >= self.state.heartbeat_due:
+            return "POST", self.session_path("heartbeat"), None
+        return None
