@@ -50,7 +50,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .core.policies import make_policy
 from .core.settings import CoreSettings
 
 
@@ -64,7 +63,9 @@ class _Section(BaseModel):
 
 class ServerConfig(_Section):
     host: str = "127.0.0.1"
+    """Address to listen on."""
     port: int = Field(default=8700, ge=0, le=65535)
+    """Port to listen on."""
     token: str | None = Field(default=None, min_length=16)
     """Bearer token of the API. Falls back to $TAO_TOKEN."""
     insecure_no_auth: bool = False
@@ -81,6 +82,7 @@ class ServerConfig(_Section):
     max_connections: int = Field(default=4096, ge=1)
     """Open client connections at most; a connection past it is closed as soon as it is accepted."""
     log_format: Literal["text", "json"] = "text"
+    """Log lines as text or as JSON objects."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     """`info` logs every decision (`tao.decisions`: plans that changed a place, fast admissions); `warning` only
     problems."""
@@ -145,6 +147,8 @@ class PolicyConfig(_Section):
     @field_validator("name")
     @classmethod
     def _known(cls, name: str) -> str:
+        from .core.policies import make_policy  # the registry loads every policy: only when a name is checked
+
         make_policy(name)  # UnknownPolicy is a ValueError: reported as `policy.name: …`
         return name
 
