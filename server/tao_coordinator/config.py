@@ -51,6 +51,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .core.settings import CoreSettings
+from .field_help import problems
 
 
 class ConfigError(ValueError):
@@ -270,7 +271,4 @@ def load_config(
     try:
         return CoordinatorConfig.model_validate(data)
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in issue['loc']) or 'config'}: {issue['msg']}" for issue in error.errors()
-        )
-        raise ConfigError(problems) from None
+        raise ConfigError(problems(error)) from None

@@ -41,10 +41,11 @@ from typing import Any
 
 from ..core.policies import ABLATIONS, BASELINES, VARIANTS, make_policy
 from ..progress import Progress
-from ..sim.driver import PLAN_TIMINGS, FleetSimulation
+from ..sim.driver import FleetSimulation
 from ..sim.metrics import RunMetrics
 from ..sim.node import NodeProfile, profile_by_name
 from ..sim.node.cpu_tier import with_cpu_tier
+from ..sim.plan_timing import PLAN_TIMINGS
 from ..sim.report import RunResult
 from ..sim.workloads import Workload, load_agentx, load_mini_swe, traces_dir
 from .compare_report import Planning, planning_of, render_report

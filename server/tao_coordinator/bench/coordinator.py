@@ -27,14 +27,13 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
-
-from ..fakevllm import FakeNodeConfig, ThreadedFleet
+from ..fakevllm.config import FakeNodeConfig
 from ..local_coordinator import local_coordinator
-from . import faults, ha_report
-from .planner_replay import percentile
+
+if TYPE_CHECKING:
+    import aiohttp
 
 
 @dataclass
@@ -75,6 +74,8 @@ class _Client:
             return await response.json() if response.status != 204 else None
 
     async def wait_ready(self, timeout: float = 20.0) -> None:
+        import aiohttp
+
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
@@ -88,6 +89,10 @@ class _Client:
 
 
 async def _measure(url: str, args: argparse.Namespace) -> CoordinatorFigures:
+    import aiohttp
+
+    from .planner_replay import percentile
+
     connector = aiohttp.TCPConnector(limit=64)
     async with aiohttp.ClientSession(connector=connector) as http:
         client = _Client(http, url)
@@ -163,6 +168,9 @@ def _stalls(text: str) -> list[float] | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..fakevllm.fleet import ThreadedFleet
+    from . import ha_report
+
     if args.ha:
         return ha_report.run(args)
     if args.sessions < 1 or args.samples < 1 or args.events < 200:
@@ -196,6 +204,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _fault_runs(stalls: list[float], sessions: int) -> dict[str, Any]:
+    from . import faults
+
     print("fault runs (each with a coordinator process of its own, default settings):", flush=True)
     killed = faults.node_kill()
     moved = "never" if killed.last_moved_s is None else f"{killed.last_moved_s:.2f} s after the stop"

@@ -32,7 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import tao_sdk
 
-from ..fakevllm import FakeNodeConfig, ThreadedFleet
+from ..fakevllm.config import FakeNodeConfig
 from ..local_coordinator import local_coordinator
 from ..progress import Progress
 from ..sim.metrics import mean, percentile
@@ -94,6 +94,8 @@ def _hit_rate(urls: list[str]) -> float:
 
 
 def run_policy(policy: str, workload: Workload, time_scale: float, progress: Progress, repeat: int = 0) -> DemoResult:
+    from ..fakevllm.fleet import ThreadedFleet
+
     config = FakeNodeConfig(profile=PROFILE, time_scale=time_scale)
     with ThreadedFleet(2, config, kv_events=False) as fleet:
         nodes = [f"node-{k}={url}" for k, url in enumerate(fleet.urls)]

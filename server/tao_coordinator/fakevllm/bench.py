@@ -23,11 +23,13 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-
-import aiohttp
+from typing import TYPE_CHECKING
 
 from ..sim.node import UnknownProfile, profile_by_name
 from .tokenizer import filler_pieces
+
+if TYPE_CHECKING:
+    import aiohttp
 
 HEALTH_TIMEOUT_S = 30.0
 
@@ -84,6 +86,8 @@ def spawn_server(port: int, args: argparse.Namespace) -> subprocess.Popen[bytes]
 
 
 async def wait_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
+    import aiohttp
+
     deadline = time.monotonic() + HEALTH_TIMEOUT_S
     async with aiohttp.ClientSession() as session:
         while time.monotonic() < deadline:
@@ -160,6 +164,8 @@ def request_body(index: int, args: argparse.Namespace, system: str) -> dict[str,
 
 
 async def run_load(url: str, args: argparse.Namespace) -> tuple[list[Outcome], list[str], float]:
+    import aiohttp
+
     system = "".join(filler_pieces(args.system_tokens))
     gate = asyncio.Semaphore(args.concurrency)
     outcomes: list[Outcome] = []

@@ -9,17 +9,19 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..core.policies import POLICIES, UnknownPolicy, make_policy
 from ..core.settings import CoreSettings
 from ..progress import Progress
-from .driver import PLAN_TIMINGS, FleetSimulation, PlanTiming
 from .node import BUILTIN_PROFILES, NodeProfile, UnknownProfile, profile_by_name
 from .node.cpu_tier import with_cpu_tier
-from .report import RunResult, render_table, to_json
+from .plan_timing import PLAN_TIMINGS, PlanTiming
 from .workloads import PRESETS, Workload, generate, load_agentx, load_mini_swe
 from .workloads.files import read_records
 from .workloads.rules import GapRule
+
+if TYPE_CHECKING:
+    from .report import RunResult
 
 
 class UsageError(ValueError):
@@ -99,6 +101,8 @@ def positive_numbers(text: str, name: str) -> list[int]:
 
 
 def _policies(text: str) -> list[str]:
+    from ..core.policies import POLICIES, make_policy
+
     names = [part.strip() for part in text.split(",") if part.strip()]
     for name in names:
         make_policy(name)
@@ -178,6 +182,9 @@ def describe(workload: Workload) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..core.policies import UnknownPolicy
+    from .report import render_table, to_json
+
     try:
         policies = _policies(args.policy)
         concurrencies = positive_numbers(args.concurrency, "concurrency")
@@ -266,6 +273,9 @@ def _run_one(
     settings: CoreSettings,
     args: argparse.Namespace,
 ) -> RunResult:
+    from .driver import FleetSimulation
+    from .report import RunResult
+
     progress = Progress(workload.report.requests, f"{policy} × {concurrency}")
     simulation = FleetSimulation(
         workload,
