@@ -1,15 +1,17 @@
 """`tao --help`, `tao --version` and `tao COMMAND --help` load no more than the parser needs: no compiled planner
 kernels, no numeric stack, no HTTP server (on a fresh install numba compiling the kernels made `--help` take 45 s).
+Each case runs in a fresh interpreter and lists the heavy modules left in `sys.modules`. And every option's help
+shows its default, once, whether written from a configuration field or added by `DefaultsShown`."""
 
-Each case runs in a fresh interpreter and lists the heavy modules left in `sys.modules`."""
-
+import argparse
+import importlib
 import json
 import subprocess
 import sys
 
 import pytest
 
-from tao_sdk.cli import COMMANDS
+from tao_sdk.cli import COMMANDS, DefaultsShown
 
 HEAVY = (
     "numba",
@@ -53,11 +55,31 @@ def test_the_command_list_and_the_version_load_nothing_heavy(args):
 
 @pytest.mark.parametrize(
     "words",
-    [
-        pytest.param(words, marks=POLICY_REGISTRY) if words == ("coordinator",) else words
-        for words in COMMANDS
-    ],
+    [pytest.param(words, marks=POLICY_REGISTRY) if words == ("coordinator",) else words for words in COMMANDS],
     ids=" ".join,
 )
 def test_a_commands_help_loads_nothing_heavy(words):
     assert loaded_after(*words, "--help") == set()
+
+
+def shown(default: object) -> str | None:
+    """How a default reads in help; None when there is nothing to show."""
+    if default is None or default is False or default is argparse.SUPPRESS or default in ([], ""):
+        return None
+    if default is True:
+        return "on"
+    return f"{default:g}" if isinstance(default, float) else str(default)
+
+
+@pytest.mark.parametrize("words", list(COMMANDS), ids=" ".join)
+def test_every_option_shows_its_default_once(words):
+    parser = argparse.ArgumentParser(formatter_class=DefaultsShown)
+    importlib.import_module(COMMANDS[words][0]).add_arguments(parser)
+    formatter = DefaultsShown("tao")
+    for action in parser._actions:
+        if not action.help or not action.option_strings:
+            continue
+        text = formatter._expand_help(action)
+        assert text.count("(default") <= 1, (action.option_strings, text)
+        if (default := shown(action.default)) is not None:
+            assert default in text, (action.option_strings, text)

@@ -157,20 +157,19 @@ def is_done(path: Path, planning: Planning) -> bool:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, default=Path("bench-out"), help="results directory (bench-out)")
+    parser.add_argument("--out", type=Path, default=Path("bench-out"), help="results directory")
     parser.add_argument("--workloads", default="agentx,swe", help=f"comma-separated, of {', '.join(BENCHES)}")
     parser.add_argument("--policies", help="comma-separated (default: tao, its ablations and every baseline)")
-    parser.add_argument("--concurrency", default="16,32,64,128", help="comma-separated (16,32,64,128)")
+    parser.add_argument("--concurrency", default="16,32,64,128", help="comma-separated")
     parser.add_argument("--seeds", default="0", help="comma-separated seeds (0 = file order)")
-    parser.add_argument("--jobs", type=int, default=2, help="worker processes (2)")
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes")
     parser.add_argument(
         "--plan-timing",
         choices=PLAN_TIMINGS,
         default="measured",
-        help="measured: a plan arrives after its solve's wall-clock time + --plan-delay-ms; fixed: the delay alone "
-        "(measured)",
+        help="measured: a plan arrives after its solve's wall-clock time + --plan-delay-ms; fixed: the delay alone",
     )
-    parser.add_argument("--plan-delay-ms", type=float, default=0.0, help="fixed virtual time added to every plan (0)")
+    parser.add_argument("--plan-delay-ms", type=float, default=0.0, help="fixed virtual time added to every plan")
     parser.add_argument(
         "--cpu-kv-gib",
         type=float,

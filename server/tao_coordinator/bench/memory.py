@@ -88,16 +88,16 @@ class MemoryFigures:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tools", type=int, default=100_000, help="distinct tool names reported (100000)")
+    parser.add_argument("--tools", type=int, default=100_000, help="distinct tool names reported")
     parser.add_argument(
         "--max-levels",
         type=int,
         default=CoreSettings().forecast_max_levels,
-        help=f"the coordinator's forecast_max_levels ({CoreSettings().forecast_max_levels})",
+        help="the coordinator's forecast_max_levels",
     )
-    parser.add_argument("--batch", type=int, default=500, help="start/end pairs per /v1/events request (500)")
-    parser.add_argument("--warmup", type=int, default=2_000, help="calls of one tool before the first sample (2000)")
-    parser.add_argument("--samples", type=int, default=50, help="memory samples during the run (50)")
+    parser.add_argument("--batch", type=int, default=500, help="start/end pairs per /v1/events request")
+    parser.add_argument("--warmup", type=int, default=2_000, help="calls of one tool before the first sample")
+    parser.add_argument("--samples", type=int, default=50, help="memory samples during the run")
     parser.add_argument(
         "--sessions",
         type=int,

@@ -100,12 +100,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         help=f"stop a replay once this many snapshots are recorded (traces: replay it all; sizes: {SIZE_SNAPSHOTS})",
     )
-    parser.add_argument("--milp-samples", type=int, default=10, help="snapshots per case solved by the MILP (10)")
+    parser.add_argument("--milp-samples", type=int, default=10, help="snapshots per case solved by the MILP")
     parser.add_argument(
-        "--milp-time-limit", type=float, default=5.0, help="seconds per MILP stage (one per value component) (5)"
+        "--milp-time-limit", type=float, default=5.0, help="seconds per MILP stage (one per value component)"
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic workload and the replay (0)")
-    parser.add_argument("--policy", choices=sorted(PLANNERS), default="tao", help="the planner timed (tao)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic workload and the replay")
+    parser.add_argument("--policy", choices=sorted(PLANNERS), default="tao", help="the planner timed")
     parser.add_argument("--json", type=Path, help="write the rows as a JSON list to this file")
 
 

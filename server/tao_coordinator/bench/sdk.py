@@ -53,7 +53,7 @@ class _Stopwatch(httpx2.BaseTransport):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--calls", type=int, default=400, help="calls of each kind (400)")
+    parser.add_argument("--calls", type=int, default=400, help="calls of each kind")
     parser.add_argument("--json", type=Path, help="write the figures as JSON to this file")
 
 

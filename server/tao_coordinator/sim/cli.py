@@ -35,12 +35,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a trace file (AgentX .jsonl[.gz]/.json, or mini-swe-agent steps .jsonl.gz), or synthetic[:PRESET] "
         f"with PRESET one of {', '.join(PRESETS)} (default: synthetic:claude-code)",
     )
-    parser.add_argument("--policy", default="tao,round-robin", help="comma-separated policies (tao,round-robin)")
-    parser.add_argument("--concurrency", default="16", help="comma-separated concurrent sessions (16)")
-    parser.add_argument("--nodes", type=int, default=4, help="nodes in the fleet (4)")
-    parser.add_argument("--node-profile", default="h100-tp2", help=f"one of {', '.join(BUILTIN_PROFILES)} (h100-tp2)")
+    parser.add_argument("--policy", default="tao,round-robin", help="comma-separated policies")
+    parser.add_argument("--concurrency", default="16", help="comma-separated concurrent sessions")
+    parser.add_argument("--nodes", type=int, default=4, help="nodes in the fleet")
+    parser.add_argument("--node-profile", default="h100-tp2", help=f"one of {', '.join(BUILTIN_PROFILES)}")
     parser.add_argument(
-        "--seed", type=int, default=0, help="seed of the synthetic workload and of policies' random choices (0)"
+        "--seed", type=int, default=0, help="seed of the synthetic workload and of policies' random choices"
     )
     parser.add_argument(
         "--cpu-kv-gib",
@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.0,
         help="a CPU KV tier of this many GiB on every node, as vLLM's --kv-offloading-size (0: none)",
     )
-    parser.add_argument("--sessions", type=int, default=64, help="synthetic sessions to generate (64)")
+    parser.add_argument("--sessions", type=int, default=64, help="synthetic sessions to generate")
     parser.add_argument("--limit-traces", type=int, help="replay only the first N traces")
     parser.add_argument(
         "--max-context",
@@ -62,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "fixed = --plan-delay-ms alone, reproducible (default: measured, fixed with --no-timing)",
     )
     parser.add_argument(
-        "--plan-delay-ms", type=float, default=0.0, help="fixed virtual time added to every plan's delivery (0)"
+        "--plan-delay-ms", type=float, default=0.0, help="fixed virtual time added to every plan's delivery"
     )
     parser.add_argument(
         "--credit-half-life",
