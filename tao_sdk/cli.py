@@ -1,5 +1,6 @@
 """The `tao` command. Only the chosen subcommand's module is imported, so `tao --help` stays fast and a missing
-optional dependency is reported by name instead of as a traceback."""
+optional dependency is reported by name instead of as a traceback. A command module imports what it runs (the
+planner, aiohttp, numpy) inside `run`, so `tao COMMAND --help` stays fast too (`tests/test_cli_imports.py`)."""
 
 from __future__ import annotations
 
@@ -152,9 +153,8 @@ class DefaultsShown(argparse.HelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text, default = action.help, action.default
-        if not text or not action.option_strings or any(default is none for none in (None, False, argparse.SUPPRESS)):
-            return text
-        if default == [] or default == "":
+        nothing = default is None or default is False or default is argparse.SUPPRESS or default in ([], "")
+        if not text or not action.option_strings or nothing:
             return text
         shown = "on" if default is True else f"{default:g}" if isinstance(default, float) else str(default)
         if "default" in text or re.search(rf"\({re.escape(shown)}\b[^()]*\)$", text):
