@@ -1,11 +1,13 @@
 """The `tao` command. Only the chosen subcommand's module is imported, so `tao --help` stays fast and a missing
-optional dependency is reported by name instead of as a traceback."""
+optional dependency is reported by name instead of as a traceback. A command module imports what it runs (the
+planner, aiohttp, numpy) inside `run`, so `tao COMMAND --help` stays fast too (`tests/test_cli_imports.py`)."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import importlib.metadata
+import re
 import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
@@ -144,6 +146,22 @@ def _without_command(words: list[str]) -> int:
     return 2
 
 
+class DefaultsShown(argparse.HelpFormatter):
+    """Ends each option's help with its default, `(default: X)`, so no help string repeats a default by hand; not
+    when the help already speaks of it (`default`, or a last parenthesis opening with it, `(0: none)`), or when there
+    is none to show (None, off, an empty list or string)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text, default = action.help, action.default
+        nothing = default is None or default is False or default is argparse.SUPPRESS or default in ([], "")
+        if not text or not action.option_strings or nothing:
+            return text
+        shown = "on" if default is True else f"{default:g}" if isinstance(default, float) else str(default)
+        if "default" in text or re.search(rf"\({re.escape(shown)}\b[^()]*\)$", text):
+            return text
+        return f"{text} (default: {shown.replace('%', '%%')})"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     matches = [key for key in COMMANDS if tuple(words[: len(key)]) == key]
@@ -152,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     key = max(matches, key=len)
     module_name, help_text = COMMANDS[key]
     module = _load(module_name)
-    parser = argparse.ArgumentParser(prog="tao " + " ".join(key), description=help_text)
+    parser = argparse.ArgumentParser(prog="tao " + " ".join(key), description=help_text, formatter_class=DefaultsShown)
     add_arguments: Callable[[argparse.ArgumentParser], None] = module.add_arguments
     add_arguments(parser)
     run: Callable[[argparse.Namespace], int] = module.run

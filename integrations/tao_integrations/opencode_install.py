@@ -40,8 +40,8 @@ file); a built wheel holds a copy, so a plain `pip install` can place it too."""
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_place_arguments(parser, "install into DIR/.opencode/ (default: .)", "install into ~/.config/opencode/")
     parser.add_argument("--model", help="served model name (required to install)")
-    parser.add_argument("--context", type=int, default=32_768, help="the model's context length (32768)")
-    parser.add_argument("--output", type=int, default=4_096, help="most tokens OpenCode asks for per call (4096)")
+    parser.add_argument("--context", type=int, default=32_768, help="the model's context length")
+    parser.add_argument("--output", type=int, default=4_096, help="most tokens OpenCode asks for per call")
     parser.add_argument("--api-key", default="tao", help="key sent to the proxy (it does not check it)")
     add_change_arguments(parser)
 

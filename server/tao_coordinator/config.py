@@ -51,8 +51,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from tao_sdk import environment
 
-from .core.policies import make_policy
 from .core.settings import CoreSettings
+from .field_help import problems
 
 
 class ConfigError(ValueError):
@@ -65,7 +65,9 @@ class _Section(BaseModel):
 
 class ServerConfig(_Section):
     host: str = "127.0.0.1"
+    """Address to listen on."""
     port: int = Field(default=8700, ge=0, le=65535)
+    """Port to listen on."""
     token: str | None = Field(default=None, min_length=16)
     """Bearer token of the API. Falls back to $TAO_TOKEN."""
     insecure_no_auth: bool = False
@@ -82,6 +84,7 @@ class ServerConfig(_Section):
     max_connections: int = Field(default=4096, ge=1)
     """Open client connections at most; a connection past it is closed as soon as it is accepted."""
     log_format: Literal["text", "json"] = "text"
+    """Log lines as text or as JSON objects."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     """`info` logs every decision (`tao.decisions`: plans that changed a place, fast admissions); `warning` only
     problems."""
@@ -146,6 +149,8 @@ class PolicyConfig(_Section):
     @field_validator("name")
     @classmethod
     def _known(cls, name: str) -> str:
+        from .core.policies import make_policy  # the registry loads every policy: only when a name is checked
+
         make_policy(name)  # UnknownPolicy is a ValueError: reported as `policy.name: …`
         return name
 
@@ -267,7 +272,4 @@ def load_config(
     try:
         return CoordinatorConfig.model_validate(data)
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in issue['loc']) or 'config'}: {issue['msg']}" for issue in error.errors()
-        )
-        raise ConfigError(problems) from None
+        raise ConfigError(problems(error)) from None

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from tao_coordinator.bench.estimator import CLAUDE_CODE, claude_code_sessions, evaluate, run, sampled_instants
+from tao_coordinator.bench.estimator import run
+from tao_coordinator.bench.estimator_replay import CLAUDE_CODE, claude_code_sessions, evaluate, sampled_instants
 from tao_coordinator.core.settings import CoreSettings
 from tao_coordinator.sim.workloads import traces_dir
 

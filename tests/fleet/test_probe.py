@@ -2,7 +2,6 @@
 while it refuses every call is not serving; one that answers a one-token call is; a closed port is not."""
 
 import asyncio
-import dataclasses
 
 import aiohttp
 from aiohttp import web
@@ -16,7 +15,7 @@ FAST = FakeNodeConfig(time_scale=50)
 
 
 async def test_only_a_node_that_answers_a_model_call_serves():
-    async with FakeFleet([FAST, dataclasses.replace(FAST, max_num_queued_reqs=0)], kv_events=False) as fleet:
+    async with FakeFleet([FAST, FAST.model_copy(update={"max_num_queued_reqs": 0})], kv_events=False) as fleet:
         serving, refusing = fleet.urls
         async with aiohttp.ClientSession() as http:
             async with http.get(refusing + "/health") as health:

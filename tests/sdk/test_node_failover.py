@@ -8,7 +8,6 @@ anthropic clients, `tao proxy`, and for fault 10 a stand-in coordinator that ans
 
 import asyncio
 import contextlib
-import dataclasses
 import hashlib
 import logging
 import subprocess
@@ -30,7 +29,7 @@ from .test_proxy import ThreadedApp, ThreadedProxy
 
 MODEL = "Qwen/Qwen3-32B"
 FAST = FakeNodeConfig(time_scale=50)
-REFUSING = dataclasses.replace(FAST, max_num_queued_reqs=0)
+REFUSING = FAST.model_copy(update={"max_num_queued_reqs": 0})
 
 
 def ask(client, text="hi", **options):
@@ -77,7 +76,7 @@ def serving(fleet, index, serves):
     node = fleet.nodes[index]
     limit = None if serves else 0
     fleet.call(
-        lambda: setattr(node.service, "config", dataclasses.replace(node.service.config, max_num_queued_reqs=limit))
+        lambda: setattr(node.service, "config", node.service.config.model_copy(update={"max_num_queued_reqs": limit}))
     )
 
 

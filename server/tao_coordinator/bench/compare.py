@@ -37,17 +37,18 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..core.policies import ABLATIONS, BASELINES, VARIANTS, make_policy
 from ..progress import Progress
-from ..sim.driver import PLAN_TIMINGS, FleetSimulation
 from ..sim.metrics import RunMetrics
 from ..sim.node import NodeProfile, profile_by_name
 from ..sim.node.cpu_tier import with_cpu_tier
+from ..sim.plan_timing import PLAN_TIMINGS
 from ..sim.report import RunResult
 from ..sim.workloads import Workload, load_agentx, load_mini_swe, traces_dir
-from .compare_report import Planning, planning_of, render_report
+
+if TYPE_CHECKING:
+    from .compare_report import Planning
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,8 @@ def load_bench(bench: Bench, seed: int) -> Workload:
 
 
 def run_cell(cell: Cell) -> dict[str, Any]:
+    from ..sim.driver import FleetSimulation
+
     workload = load_bench(cell.bench, cell.seed)
     profile = cell.bench.node_profile()
     simulation = FleetSimulation(
@@ -148,24 +151,25 @@ def run_cell(cell: Cell) -> dict[str, Any]:
 
 def is_done(path: Path, planning: Planning) -> bool:
     """A cell is done if its run file exists and was made with the planning charge asked for now."""
+    from .compare_report import planning_of
+
     return path.exists() and planning_of(json.loads(path.read_text())) == planning
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, default=Path("bench-out"), help="results directory (bench-out)")
+    parser.add_argument("--out", type=Path, default=Path("bench-out"), help="results directory")
     parser.add_argument("--workloads", default="agentx,swe", help=f"comma-separated, of {', '.join(BENCHES)}")
     parser.add_argument("--policies", help="comma-separated (default: tao, its ablations and every baseline)")
-    parser.add_argument("--concurrency", default="16,32,64,128", help="comma-separated (16,32,64,128)")
+    parser.add_argument("--concurrency", default="16,32,64,128", help="comma-separated")
     parser.add_argument("--seeds", default="0", help="comma-separated seeds (0 = file order)")
-    parser.add_argument("--jobs", type=int, default=2, help="worker processes (2)")
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes")
     parser.add_argument(
         "--plan-timing",
         choices=PLAN_TIMINGS,
         default="measured",
-        help="measured: a plan arrives after its solve's wall-clock time + --plan-delay-ms; fixed: the delay alone "
-        "(measured)",
+        help="measured: a plan arrives after its solve's wall-clock time + --plan-delay-ms; fixed: the delay alone",
     )
-    parser.add_argument("--plan-delay-ms", type=float, default=0.0, help="fixed virtual time added to every plan (0)")
+    parser.add_argument("--plan-delay-ms", type=float, default=0.0, help="fixed virtual time added to every plan")
     parser.add_argument(
         "--cpu-kv-gib",
         type=float,
@@ -182,6 +186,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def plan_cells(args: argparse.Namespace) -> list[Cell]:
+    from ..core.policies import ABLATIONS, BASELINES, VARIANTS, make_policy
+    from .compare_report import Planning
+
     if args.quick:
         benches = [replace(BENCHES[name], limit=QUICK_LIMITS[name]) for name in BENCHES]
         policies, concurrencies, seeds = ["tao", *VARIANTS, *BASELINES], [64], [0]
@@ -229,6 +236,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def report_all(args: argparse.Namespace) -> int:
+    from ..core.policies import ABLATIONS, BASELINES, VARIANTS
+
     files = sorted((args.out / "runs").glob("*.json"))
     if not files:
         print(f"tao bench compare: no runs in {args.out / 'runs'} to report", file=sys.stderr)
@@ -250,6 +259,8 @@ def report_all(args: argparse.Namespace) -> int:
 
 
 def write_results(records: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    from .compare_report import render_report
+
     (args.out / "results.json").write_text(json.dumps({"runs": records}, indent=1) + "\n")
     report = render_report(records, {r["workload"]: fleet_of(r) for r in records})
     (args.out / "results.md").write_text(report)
@@ -266,6 +277,7 @@ def fleet_of(record: dict[str, Any]) -> tuple[int, str]:
 
 
 def _plots(records: list[dict[str, Any]], directory: Path) -> None:
+    from ..core.policies import ABLATIONS
     from ..sim.plots import write_plots
 
     for workload in sorted({r["workload"] for r in records}):

@@ -22,7 +22,7 @@ from typing import Any
 from scipy.stats import t as t_dist
 
 from ..core.policies import ABLATIONS, BASELINES, VARIANTS
-from ..sim.driver import PlanTiming
+from ..sim.plan_timing import PlanTiming
 
 Record = dict[str, Any]
 

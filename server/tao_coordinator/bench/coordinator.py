@@ -27,14 +27,13 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
-
-from ..fakevllm import FakeNodeConfig, ThreadedFleet
+from ..fakevllm.config import FakeNodeConfig
 from ..local_coordinator import local_coordinator
-from . import faults, ha_report
-from .planner_replay import percentile
+
+if TYPE_CHECKING:
+    import aiohttp
 
 
 @dataclass
@@ -49,19 +48,19 @@ class CoordinatorFigures:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sessions", type=int, default=1000, help="concurrent sessions registered (1000)")
-    parser.add_argument("--samples", type=int, default=2000, help="acquire round trips timed (2000)")
-    parser.add_argument("--events", type=int, default=20_000, help="events sent per ingestion test (20000)")
+    parser.add_argument("--sessions", type=int, default=1000, help="concurrent sessions registered")
+    parser.add_argument("--samples", type=int, default=2000, help="acquire round trips timed")
+    parser.add_argument("--events", type=int, default=20_000, help="events sent per ingestion test")
     parser.add_argument("--faults", action=argparse.BooleanOptionalAction, default=True, help="the fault runs (on)")
-    parser.add_argument("--stalls", default="10,45", help="coordinator stalls to run, in seconds (10,45)")
-    parser.add_argument("--stall-sessions", type=int, default=8, help="SDK sessions during a stall (8)")
+    parser.add_argument("--stalls", default="10,45", help="coordinator stalls to run, in seconds")
+    parser.add_argument("--stall-sessions", type=int, default=8, help="SDK sessions during a stall")
     parser.add_argument("--json", type=Path, help="write the figures as JSON to this file")
     parser.add_argument("--ha", action="store_true", help="only the high-availability runs on Redis (bench/ha.py)")
-    parser.add_argument("--replicas", default="2,3", help="with --ha: replica counts whose leader is killed (2,3)")
-    parser.add_argument("--ha-sessions", type=int, default=500, help="with --ha: raw sessions under load (500)")
-    parser.add_argument("--ha-sdk-sessions", type=int, default=8, help="with --ha: SDK sessions beside them (8)")
-    parser.add_argument("--ha-phase-s", type=float, default=4.0, help="with --ha: load before and after a fault (4)")
-    parser.add_argument("--ha-cycle-s", type=float, default=5.0, help="with --ha: seconds between calls (5)")
+    parser.add_argument("--replicas", default="2,3", help="with --ha: replica counts whose leader is killed")
+    parser.add_argument("--ha-sessions", type=int, default=500, help="with --ha: raw sessions under load")
+    parser.add_argument("--ha-sdk-sessions", type=int, default=8, help="with --ha: SDK sessions beside them")
+    parser.add_argument("--ha-phase-s", type=float, default=4.0, help="with --ha: load before and after a fault")
+    parser.add_argument("--ha-cycle-s", type=float, default=5.0, help="with --ha: seconds between calls")
 
 
 class _Client:
@@ -75,6 +74,8 @@ class _Client:
             return await response.json() if response.status != 204 else None
 
     async def wait_ready(self, timeout: float = 20.0) -> None:
+        import aiohttp
+
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
@@ -88,6 +89,10 @@ class _Client:
 
 
 async def _measure(url: str, args: argparse.Namespace) -> CoordinatorFigures:
+    import aiohttp
+
+    from .planner_replay import percentile
+
     connector = aiohttp.TCPConnector(limit=64)
     async with aiohttp.ClientSession(connector=connector) as http:
         client = _Client(http, url)
@@ -163,6 +168,9 @@ def _stalls(text: str) -> list[float] | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..fakevllm.fleet import ThreadedFleet
+    from . import ha_report
+
     if args.ha:
         return ha_report.run(args)
     if args.sessions < 1 or args.samples < 1 or args.events < 200:
@@ -196,6 +204,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _fault_runs(stalls: list[float], sessions: int) -> dict[str, Any]:
+    from . import faults
+
     print("fault runs (each with a coordinator process of its own, default settings):", flush=True)
     killed = faults.node_kill()
     moved = "never" if killed.last_moved_s is None else f"{killed.last_moved_s:.2f} s after the stop"

@@ -42,12 +42,10 @@ from typing import Any
 
 import httpx2
 
-from ..core.forecast import ToolHistory, ToolKey
 from ..core.settings import CoreSettings
-from ..fakevllm import FakeNodeConfig, ThreadedFleet
+from ..fakevllm.config import FakeNodeConfig
 from ..local_coordinator import free_port, wait_ready
 from ..progress import Progress
-from ..store import STORE_FILE
 
 ONE_SAMPLE_LEVEL_BYTES = 2 * 8 + 400
 """`history.py`'s per-level model (two arrays of 8-byte numbers plus about 0.4 KiB of objects) at one sample."""
@@ -90,16 +88,16 @@ class MemoryFigures:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tools", type=int, default=100_000, help="distinct tool names reported (100000)")
+    parser.add_argument("--tools", type=int, default=100_000, help="distinct tool names reported")
     parser.add_argument(
         "--max-levels",
         type=int,
         default=CoreSettings().forecast_max_levels,
-        help=f"the coordinator's forecast_max_levels ({CoreSettings().forecast_max_levels})",
+        help="the coordinator's forecast_max_levels",
     )
-    parser.add_argument("--batch", type=int, default=500, help="start/end pairs per /v1/events request (500)")
-    parser.add_argument("--warmup", type=int, default=2_000, help="calls of one tool before the first sample (2000)")
-    parser.add_argument("--samples", type=int, default=50, help="memory samples during the run (50)")
+    parser.add_argument("--batch", type=int, default=500, help="start/end pairs per /v1/events request")
+    parser.add_argument("--warmup", type=int, default=2_000, help="calls of one tool before the first sample")
+    parser.add_argument("--samples", type=int, default=50, help="memory samples during the run")
     parser.add_argument(
         "--sessions",
         type=int,
@@ -123,6 +121,8 @@ def rss_bytes(pid: int) -> int:
 
 def measured_level_bytes(names: int = 4096) -> float:
     """Bytes per one-sample level (name included) that a `ToolHistory` holds, by tracemalloc."""
+    from ..core.forecast import ToolHistory, ToolKey
+
     history = ToolHistory(max_levels=names)
     gc.collect()
     tracemalloc.start()
@@ -170,6 +170,8 @@ def _loaded(log: Path) -> tuple[int, int]:
 
 
 def _database(state: Path) -> tuple[int, int]:
+    from ..store import STORE_FILE
+
     path = state / STORE_FILE
     with sqlite3.connect(path) as db:
         rows = int(db.execute("SELECT COUNT(*) FROM tool_calls").fetchone()[0])
@@ -224,6 +226,9 @@ def _report(process: _Process, args: argparse.Namespace) -> tuple[int, int, list
 
 
 def measure(args: argparse.Namespace) -> MemoryFigures:
+    from ..core.forecast import ToolKey
+    from ..fakevllm.fleet import ThreadedFleet
+
     with (
         tempfile.TemporaryDirectory() as scratch,
         ThreadedFleet(1, FakeNodeConfig(time_scale=50), kv_events=False) as fleet,

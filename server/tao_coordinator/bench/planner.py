@@ -21,11 +21,14 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..sim.cli import UsageError, load_workload, positive_numbers
 from ..sim.node import UnknownProfile, profile_by_name
 from ..sim.workloads import Workload, traces_dir
-from .planner_replay import POLICIES, Case, Row, measure
+
+if TYPE_CHECKING:
+    from .planner_replay import Case, Row
 
 SYNTHETIC = "synthetic:claude-code"
 SIZE_PROFILE = "h100-tp4"
@@ -37,6 +40,8 @@ DEFAULT_CASES = (
     ("mini_swe_agent/steps_dev.jsonl.gz", 128, 4, "h100-tp2"),
 )
 DEFAULT_SIZES = "1024x64"
+PLANNERS = ("tao", "tao-no-dp")
+"""The policies whose planner can be timed (`planner_replay.POLICIES` builds them)."""
 
 
 def render(rows: list[Row]) -> str:
@@ -95,12 +100,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         help=f"stop a replay once this many snapshots are recorded (traces: replay it all; sizes: {SIZE_SNAPSHOTS})",
     )
-    parser.add_argument("--milp-samples", type=int, default=10, help="snapshots per case solved by the MILP (10)")
+    parser.add_argument("--milp-samples", type=int, default=10, help="snapshots per case solved by the MILP")
     parser.add_argument(
-        "--milp-time-limit", type=float, default=5.0, help="seconds per MILP stage (one per value component) (5)"
+        "--milp-time-limit", type=float, default=5.0, help="seconds per MILP stage (one per value component)"
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic workload and the replay (0)")
-    parser.add_argument("--policy", choices=sorted(POLICIES), default="tao", help="the planner timed (tao)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic workload and the replay")
+    parser.add_argument("--policy", choices=sorted(PLANNERS), default="tao", help="the planner timed")
     parser.add_argument("--json", type=Path, help="write the rows as a JSON list to this file")
 
 
@@ -121,6 +126,8 @@ def parse_sizes(text: str) -> list[tuple[int, int]]:
 
 def plan_cases(args: argparse.Namespace) -> list[Case]:
     """The cases the arguments ask for; UsageError naming the argument when one is wrong."""
+    from .planner_replay import Case
+
     for name in ("nodes", "every", "snapshots"):
         _positive(getattr(args, name), name)
     if args.milp_samples < 0:
@@ -171,6 +178,8 @@ def load_workloads(cases: list[Case], seed: int) -> dict[tuple[str, str, int], W
 
 
 def run(args: argparse.Namespace) -> int:
+    from .planner_replay import measure
+
     try:
         cases = plan_cases(args)
         workloads = load_workloads(cases, args.seed)

@@ -27,9 +27,8 @@ import httpx2
 from tao_sdk.sessions import PLACEHOLDER_OPENAI
 from tao_sdk.transport import TaoTransport
 
-from ..fakevllm import FakeNodeConfig, ThreadedFleet
+from ..fakevllm.config import FakeNodeConfig
 from ..local_coordinator import local_coordinator
-from .planner_replay import percentile
 
 MODEL = "Qwen/Qwen3-32B"
 
@@ -54,7 +53,7 @@ class _Stopwatch(httpx2.BaseTransport):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--calls", type=int, default=400, help="calls of each kind (400)")
+    parser.add_argument("--calls", type=int, default=400, help="calls of each kind")
     parser.add_argument("--json", type=Path, help="write the figures as JSON to this file")
 
 
@@ -95,6 +94,9 @@ def _measure(coordinator: str, node_url: str, calls: int) -> dict[str, list[floa
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..fakevllm.fleet import ThreadedFleet
+    from .planner_replay import percentile
+
     if args.calls < 10:
         print("tao bench sdk: --calls must be at least 10", file=sys.stderr)
         return 2

@@ -32,7 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import tao_sdk
 
-from ..fakevllm import FakeNodeConfig, ThreadedFleet
+from ..fakevllm.config import FakeNodeConfig
 from ..local_coordinator import local_coordinator
 from ..progress import Progress
 from ..sim.metrics import mean, percentile
@@ -63,14 +63,12 @@ class DemoResult:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--policies", default="tao,round-robin", help="policies to compare (tao,round-robin)")
-    parser.add_argument("--sessions", type=int, default=32, help="agent sessions, all running at once (32)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic workload (0)")
+    parser.add_argument("--policies", default="tao,round-robin", help="policies to compare")
+    parser.add_argument("--sessions", type=int, default=32, help="agent sessions, all running at once")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic workload")
+    parser.add_argument("--time-scale", type=float, default=16.0, help="how much faster than an H100 the nodes run")
     parser.add_argument(
-        "--time-scale", type=float, default=16.0, help="how much faster than an H100 the nodes run (16)"
-    )
-    parser.add_argument(
-        "--repeats", type=int, default=1, help="run the policies this many times, alternating, and show the range (1)"
+        "--repeats", type=int, default=1, help="run the policies this many times, alternating, and show the range"
     )
     parser.add_argument("--json", type=Path, help="write the results as JSON to this file (one entry per run)")
 
@@ -94,6 +92,8 @@ def _hit_rate(urls: list[str]) -> float:
 
 
 def run_policy(policy: str, workload: Workload, time_scale: float, progress: Progress, repeat: int = 0) -> DemoResult:
+    from ..fakevllm.fleet import ThreadedFleet
+
     config = FakeNodeConfig(profile=PROFILE, time_scale=time_scale)
     with ThreadedFleet(2, config, kv_events=False) as fleet:
         nodes = [f"node-{k}={url}" for k, url in enumerate(fleet.urls)]

@@ -9,12 +9,43 @@ Entry points: `FakeNode` / `FakeFleet` / `ThreadedFleet` (in-process servers on 
 (the aiohttp application), `tao fake-vllm` (`fakevllm.cli`) and `tao bench fake-vllm` (`fakevllm.bench`).
 """
 
-from .app import create_app
-from .config import FakeNodeConfig
-from .fleet import FakeFleet, FakeNode, ThreadedFleet
-from .kv_publisher import KvEventsConfig
-from .policy import Match, Policy, Script, Step, load_policy
-from .service import NodeService
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .app import create_app
+    from .config import FakeNodeConfig
+    from .fleet import FakeFleet, FakeNode, ThreadedFleet
+    from .kv_publisher import KvEventsConfig
+    from .policy import Match, Policy, Script, Step, load_policy
+    from .service import NodeService
+
+_LAZY = {
+    "create_app": "app",
+    "FakeNodeConfig": "config",
+    "FakeFleet": "fleet",
+    "FakeNode": "fleet",
+    "ThreadedFleet": "fleet",
+    "KvEventsConfig": "kv_publisher",
+    "Match": "policy",
+    "Policy": "policy",
+    "Script": "policy",
+    "Step": "policy",
+    "load_policy": "policy",
+    "NodeService": "service",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Each name is imported on first use, so `tao fake-vllm --help` does not load the server (aiohttp)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "FakeFleet",

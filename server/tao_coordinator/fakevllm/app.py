@@ -19,15 +19,26 @@ from pydantic import ValidationError
 from . import tokenizer
 from .anthropic_api import count_tokens, messages
 from .config import VLLM_VERSION, FakeNodeConfig
-from .errors import BadRequest, error_middleware
-from .faults import FAULTS, Faults, FaultSwitch, faulty_metrics
+from .errors import BadRequest
+from .faults import Faults, faulty_metrics
 from .http_common import SERVICE, check_model, dumps
 from .metrics import CONTENT_TYPE
+from .middleware import error_middleware
 from .openai_api import chat_completions, completions
 from .policy import Policy
 from .schemas import ChatCompletionRequest, TokenizeRequest, parse_body
 from .service import NodeService
 from .template import render_chat
+
+
+class FaultSwitch:
+    """The faults in force on one node (the application's state is frozen once it runs: this holder is not)."""
+
+    def __init__(self, faults: Faults | None = None) -> None:
+        self.faults = faults or Faults()
+
+
+FAULTS = web.AppKey("faults", FaultSwitch)
 
 
 async def health(request: web.Request) -> web.Response:

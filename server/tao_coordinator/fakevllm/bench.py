@@ -23,11 +23,13 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-
-import aiohttp
+from typing import TYPE_CHECKING
 
 from ..sim.node import UnknownProfile, profile_by_name
 from .tokenizer import filler_pieces
+
+if TYPE_CHECKING:
+    import aiohttp
 
 HEALTH_TIMEOUT_S = 30.0
 
@@ -60,14 +62,14 @@ class Report:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--requests", type=int, default=1000, help="streaming requests sent in the load phase (1000)")
-    parser.add_argument("--concurrency", type=int, default=200, help="requests in flight at most (200)")
-    parser.add_argument("--time-scale", type=float, default=10.0, help="the server's --time-scale (10)")
-    parser.add_argument("--profile", default="h100-tp2", help="the server's node profile (h100-tp2)")
-    parser.add_argument("--system-tokens", type=int, default=1000, help="length of the shared system prompt (1000)")
-    parser.add_argument("--user-tokens", type=int, default=200, help="length of each request's own message (200)")
-    parser.add_argument("--max-tokens", type=int, default=64, help="output tokens per request (64)")
-    parser.add_argument("--startup-trials", type=int, default=3, help="servers spawned to time startup (3)")
+    parser.add_argument("--requests", type=int, default=1000, help="streaming requests sent in the load phase")
+    parser.add_argument("--concurrency", type=int, default=200, help="requests in flight at most")
+    parser.add_argument("--time-scale", type=float, default=10.0, help="the server's --time-scale")
+    parser.add_argument("--profile", default="h100-tp2", help="the server's node profile")
+    parser.add_argument("--system-tokens", type=int, default=1000, help="length of the shared system prompt")
+    parser.add_argument("--user-tokens", type=int, default=200, help="length of each request's own message")
+    parser.add_argument("--max-tokens", type=int, default=64, help="output tokens per request")
+    parser.add_argument("--startup-trials", type=int, default=3, help="servers spawned to time startup")
     parser.add_argument("--json", type=Path, help="write the figures as JSON to this file")
 
 
@@ -84,6 +86,8 @@ def spawn_server(port: int, args: argparse.Namespace) -> subprocess.Popen[bytes]
 
 
 async def wait_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
+    import aiohttp
+
     deadline = time.monotonic() + HEALTH_TIMEOUT_S
     async with aiohttp.ClientSession() as session:
         while time.monotonic() < deadline:
@@ -160,6 +164,8 @@ def request_body(index: int, args: argparse.Namespace, system: str) -> dict[str,
 
 
 async def run_load(url: str, args: argparse.Namespace) -> tuple[list[Outcome], list[str], float]:
+    import aiohttp
+
     system = "".join(filler_pieces(args.system_tokens))
     gate = asyncio.Semaphore(args.concurrency)
     outcomes: list[Outcome] = []

@@ -18,35 +18,51 @@ line with the URL once the server accepts connections.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import json
-import signal
 import sys
 import tomllib
 from pathlib import Path
 
-import zmq
+from pydantic import ValidationError
 
+from ..field_help import field_choices, field_default, field_help, problems
 from ..sim.node import BUILTIN_PROFILES, NodeProfile, profile_by_name, profile_from_mapping
-from .config import DEFAULT_MODEL, VLLM_VERSION, FakeNodeConfig
-from .faults import FAULTS, METRICS_MODES, Faults
-from .fleet import FakeNode
+from .config import VLLM_VERSION, FakeNodeConfig
+from .faults import Faults
 from .kv_publisher import KvEventsConfig
-from .kv_wire import ENCODINGS
 from .policy import load_policy
+
+PORT = 8000
+"""The command's port, vLLM's default (`FakeNodeConfig` picks a free one)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--profile", default="h100-tp2", help=f"node profile; built in: {', '.join(BUILTIN_PROFILES)}")
+    node = FakeNodeConfig
+    parser.add_argument("--host", default=field_default(node, "host"), help=field_help(node, "host"))
+    parser.add_argument("--port", type=int, default=PORT, help=field_help(node, "port", default=str(PORT)))
+    parser.add_argument(
+        "--profile",
+        default=field_default(node, "profile"),
+        help=f"{field_help(node, 'profile')}; built in: {', '.join(BUILTIN_PROFILES)}",
+    )
     parser.add_argument("--profile-file", type=Path, help="TOML file of extra node profiles")
     parser.add_argument("--max-model-len", type=int, help="override the profile's max_model_len")
-    parser.add_argument("--time-scale", type=float, default=1.0, help="engine seconds per wall second")
-    parser.add_argument("--served-model-name", default=DEFAULT_MODEL)
+    parser.add_argument(
+        "--time-scale", type=float, default=field_default(node, "time_scale"), help=field_help(node, "time_scale")
+    )
+    parser.add_argument(
+        "--served-model-name",
+        default=field_default(node, "served_model_name"),
+        help=field_help(node, "served_model_name"),
+    )
     parser.add_argument("--accept-any-model", action="store_true", help="do not answer 404 to other model names")
-    parser.add_argument("--scheduling-policy", choices=("fcfs", "priority"), default="fcfs")
+    parser.add_argument(
+        "--scheduling-policy",
+        choices=field_choices(node, "scheduling_policy"),
+        default=field_default(node, "scheduling_policy"),
+        help=field_help(node, "scheduling_policy"),
+    )
     parser.add_argument("--policy", type=Path, help="scripted behaviour (JSON or TOML), see docs/fake-vllm.md")
     parser.add_argument("--kv-events-endpoint", help="ZMQ PUB address to bind, e.g. tcp://127.0.0.1:5557")
     parser.add_argument("--kv-events-replay-endpoint", help="ZMQ ROUTER address for replay requests")
@@ -54,25 +70,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kv-events-connect", action="store_true", help="connect the PUB socket instead of binding")
     parser.add_argument("--kv-events-config", help="vLLM's KVEventsConfig as JSON (alternative to the flags above)")
     parser.add_argument(
-        "--kv-events-encoding", choices=ENCODINGS, default="map", help="map: vLLM >= 0.24; array: <= 0.23"
+        "--kv-events-encoding",
+        choices=field_choices(node, "kv_events_encoding"),
+        default=field_default(node, "kv_events_encoding"),
+        help=field_help(node, "kv_events_encoding"),
     )
     parser.add_argument(
         "--kv-events-legacy-replay", action="store_true", help="replay replies without the topic frame (vLLM <= 0.25)"
     )
     parser.add_argument("--disable-prompt-tokens-details", action="store_true", help="omit cached_tokens from usage")
-    parser.add_argument("--tick", type=float, default=0.02, help="engine loop tick in wall seconds while busy")
     parser.add_argument(
-        "--cpu-kv-gib",
-        "--kv-offloading-size",
+        "--tick", type=float, default=field_default(node, "tick_seconds"), help=field_help(node, "tick_seconds")
+    )
+    parser.add_argument("--cpu-kv-gib", "--kv-offloading-size", type=float, help=field_help(node, "cpu_kv_gib"))
+    parser.add_argument("--max-num-queued-reqs", type=int, help=field_help(node, "max_num_queued_reqs"))
+    parser.add_argument(
+        "--fault-metrics",
+        choices=field_choices(Faults, "metrics"),
+        default=field_default(Faults, "metrics"),
+        help=field_help(Faults, "metrics"),
+    )
+    parser.add_argument(
+        "--fault-metrics-series",
+        default=field_default(Faults, "metrics_series"),
+        help=field_help(Faults, "metrics_series"),
+    )
+    parser.add_argument(
+        "--fault-metrics-delay",
         type=float,
-        help="GiB of host memory for a CPU KV tier (vLLM's native offloading); default: none",
+        default=field_default(Faults, "metrics_delay_s"),
+        help=field_help(Faults, "metrics_delay_s"),
     )
-    parser.add_argument(
-        "--max-num-queued-reqs", type=int, help="unfinished requests beyond which new ones get 503 (default: no limit)"
-    )
-    parser.add_argument("--fault-metrics", choices=METRICS_MODES, default="ok", help="a broken /metrics (faults.py)")
-    parser.add_argument("--fault-metrics-series", default="vllm:num_requests_waiting", help="the series nan/inf hit")
-    parser.add_argument("--fault-metrics-delay", type=float, default=0.0, help="seconds /metrics answers late")
 
 
 def _profile(args: argparse.Namespace) -> NodeProfile:
@@ -140,6 +168,12 @@ def build_faults(args: argparse.Namespace) -> Faults:
 
 
 async def serve(config: FakeNodeConfig, faults: Faults | None = None) -> None:
+    import asyncio
+    import signal
+
+    from .app import FAULTS
+    from .fleet import FakeNode
+
     node = await FakeNode(config).start()
     if faults is not None:
         node.app[FAULTS].faults = faults
@@ -163,9 +197,16 @@ async def serve(config: FakeNodeConfig, faults: Faults | None = None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    import zmq
+
     try:
         config = build_config(args)
         faults = build_faults(args)
+    except ValidationError as error:
+        print(f"tao fake-vllm: {problems(error)}", file=sys.stderr)
+        return 2
     except (OSError, ValueError, KeyError) as error:
         print(f"tao fake-vllm: {error}", file=sys.stderr)
         return 2

@@ -1,8 +1,10 @@
-"""Everything that defines one fake vLLM node, as one frozen value (the CLI and `FakeFleet` both build it)."""
+"""Everything that defines one fake vLLM node, as one frozen, validated value (the CLI and `FakeFleet` both build
+it, and `tao fake-vllm --help` is written from its field docs). An invalid value is a `ValidationError` (a
+`ValueError`) naming the field; a profile or KV-events value is kept as the object given, not copied."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 
 from ..sim.node import NodeProfile, SchedulingPolicy, profile_by_name, with_cpu_tier
 from .kv_publisher import KvEventsConfig
@@ -13,42 +15,38 @@ DEFAULT_MODEL = "Qwen/Qwen3-32B"
 VLLM_VERSION = "0.33.0"
 
 
-@dataclass(frozen=True)
-class FakeNodeConfig:
-    profile: NodeProfile | str = "h100-tp2"
-    """A node profile, or the name of a built-in one (`h100-tp1`, `h100-tp2`, `h100-tp4`)."""
+class FakeNodeConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    profile: InstanceOf[NodeProfile] | str = "h100-tp2"
+    """A node profile, or the name of a built-in one (`sim/node/profile.py`)."""
     served_model_name: str = DEFAULT_MODEL
-    time_scale: float = 1.0
+    """The model name the node serves and reports."""
+    time_scale: float = Field(default=1.0, gt=0, allow_inf_nan=False)
     """Engine seconds per wall second."""
     scheduling_policy: SchedulingPolicy = "fcfs"
+    """vLLM's --scheduling-policy: the order waiting requests are scheduled in."""
     host: str = "127.0.0.1"
+    """Address to listen on."""
     port: int = 0
-    """0 picks a free port."""
-    kv_events: KvEventsConfig | None = None
+    """Port to listen on; 0 picks a free port."""
+    kv_events: InstanceOf[KvEventsConfig] | None = None
     """None: no KV-event publisher (the node still tracks its cache)."""
     kv_events_encoding: Encoding = "map"
-    policy: Policy = field(default_factory=Policy)
+    """How KV events are encoded: map for vLLM >= 0.24, array for <= 0.23."""
+    policy: Policy = Field(default_factory=Policy)
+    """Scripted behaviour: replies, tool calls and output lengths (docs/fake-vllm.md)."""
     enable_prompt_tokens_details: bool = True
     """vLLM's --enable-prompt-tokens-details (off by default in vLLM; on here, the fake exists to show caching)."""
     strict_model_name: bool = True
     """Answer 404 for a model name other than the served one, as vLLM does."""
-    tick_seconds: float = 0.02
+    tick_seconds: float = Field(default=0.02, gt=0)
     """Longest wall-time sleep of the engine loop while the engine is busy (streaming granularity)."""
-    cpu_kv_gib: float | None = None
+    cpu_kv_gib: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """vLLM's --kv-offloading-size: GiB of host memory for a CPU KV tier (native offloading); None: no tier (or the
     profile's own `cpu_tier`)."""
-    max_num_queued_reqs: int | None = None
+    max_num_queued_reqs: int | None = Field(default=None, ge=0)
     """vLLM's --max-num-queued-reqs: unfinished requests (waiting + running) beyond which new ones get a 503."""
-
-    def __post_init__(self) -> None:
-        if not self.time_scale > 0 or self.time_scale == float("inf"):
-            raise ValueError(f"time_scale: must be a positive finite number, got {self.time_scale!r}")
-        if not self.tick_seconds > 0:
-            raise ValueError(f"tick_seconds: must be positive, got {self.tick_seconds!r}")
-        if self.cpu_kv_gib is not None and not 0 < self.cpu_kv_gib < float("inf"):
-            raise ValueError(f"cpu_kv_gib: must be a positive finite number, got {self.cpu_kv_gib!r}")
-        if self.max_num_queued_reqs is not None and self.max_num_queued_reqs < 0:
-            raise ValueError(f"max_num_queued_reqs: must not be negative, got {self.max_num_queued_reqs!r}")
 
     def node_profile(self) -> NodeProfile:
         profile = profile_by_name(self.profile) if isinstance(self.profile, str) else self.profile

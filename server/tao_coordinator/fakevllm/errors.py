@@ -1,4 +1,4 @@
-"""Errors as vLLM 0.33 reports them over HTTP, and the one middleware that turns exceptions into those responses.
+"""Errors as vLLM 0.33 reports them over HTTP (`middleware.py` turns the exceptions into those responses).
 
 Three families, as 0.33's exception handlers shape them:
 
@@ -17,13 +17,7 @@ Three families, as 0.33's exception handlers shape them:
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Awaitable, Callable
 from http import HTTPStatus
-
-from aiohttp import web
-
-log = logging.getLogger(__name__)
 
 _TYPES = {
     HTTPStatus.BAD_REQUEST: "BadRequestError",
@@ -93,7 +87,7 @@ class QueueFull(ApiError):
         super().__init__(self.MESSAGE, anthropic=anthropic)
 
 
-def _compact(value: object) -> str:
+def compact(value: object) -> str:
     """JSON as Starlette's JSONResponse and pydantic's `model_dump_json` write it: compact, UTF-8 kept."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
@@ -116,33 +110,12 @@ def error_body(error: ApiError) -> dict[str, object]:
     return openai_error_body(error.message, error.status, error.param, error.kind)
 
 
-def error_response(error: ApiError) -> web.Response:
-    return web.json_response(error_body(error), status=error.status, dumps=_compact)
-
-
 def openai_stream_error(error: ApiError) -> bytes:
     """The frames an OpenAI stream ends with when the engine refuses its request: the error, then `[DONE]`."""
     body = openai_error_body(error.message, error.status, error.param, error.kind)
-    return f"data: {_compact(body)}\n\ndata: [DONE]\n\n".encode()
+    return f"data: {compact(body)}\n\ndata: [DONE]\n\n".encode()
 
 
 def anthropic_stream_error(error: ApiError) -> bytes:
     """The `error` event an Anthropic stream ends with when the engine refuses its request (no `message_stop`)."""
-    return f"event: error\ndata: {_compact(anthropic_error_body(error))}\n\n".encode()
-
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@web.middleware
-async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    try:
-        return await handler(request)
-    except ApiError as error:
-        return error_response(error)
-    except web.HTTPException:
-        raise
-    except Exception as error:  # vLLM answers 500 with the message rather than dropping the connection
-        log.exception("unhandled error in %s %s", request.method, request.path)
-        body = openai_error_body(str(error), HTTPStatus.INTERNAL_SERVER_ERROR)
-        return web.json_response(body, status=HTTPStatus.INTERNAL_SERVER_ERROR)
+    return f"event: error\ndata: {compact(anthropic_error_body(error))}\n\n".encode()

@@ -24,7 +24,6 @@ from __future__ import annotations
 import re
 from typing import Literal, get_args
 
-from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 MetricsMode = Literal["ok", "nan", "inf", "-inf", "huge_capacity", "zero_capacity", "empty"]
@@ -36,21 +35,13 @@ _SIZE_LABEL = re.compile(r'\b(num_gpu_blocks|kv_cache_size_tokens)="[^"]*"')
 
 
 class Faults(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
     metrics: MetricsMode = "ok"
+    """What `/metrics` answers: the node's exposition ("ok") or a broken one (`fakevllm/faults.py`)."""
     metrics_series: str = Field(default="vllm:num_requests_waiting", pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
     """The series whose samples hold the non-finite value in modes "nan", "inf" and "-inf"."""
     metrics_delay_s: float = Field(default=0.0, ge=0.0, le=600.0)
-
-
-class FaultSwitch:
-    """The faults in force on one node (the application's state is frozen once it runs: this holder is not)."""
-
-    def __init__(self, faults: Faults | None = None) -> None:
-        self.faults = faults or Faults()
-
-
-FAULTS = web.AppKey("faults", FaultSwitch)
+    """Seconds every `/metrics` answer is held back (a scrape that times out)."""
 
 
 def faulty_metrics(faults: Faults, body: bytes) -> bytes:

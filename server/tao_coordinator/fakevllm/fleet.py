@@ -16,7 +16,6 @@ and cancels the requests in flight (streams end; vLLM would drop them too).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import threading
 from collections.abc import Callable, Sequence
 from types import TracebackType
@@ -93,7 +92,7 @@ def with_loopback_kv_events(config: FakeNodeConfig, index: int) -> FakeNodeConfi
     if config.kv_events is not None:
         return config
     events = KvEventsConfig(endpoint="tcp://127.0.0.1:*", replay_endpoint="tcp://127.0.0.1:*", topic=f"kv@{index}")
-    return dataclasses.replace(config, kv_events=events)
+    return config.model_copy(update={"kv_events": events})
 
 
 class FakeFleet:

@@ -9,17 +9,19 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..core.policies import POLICIES, UnknownPolicy, make_policy
 from ..core.settings import CoreSettings
 from ..progress import Progress
-from .driver import PLAN_TIMINGS, FleetSimulation, PlanTiming
 from .node import BUILTIN_PROFILES, NodeProfile, UnknownProfile, profile_by_name
 from .node.cpu_tier import with_cpu_tier
-from .report import RunResult, render_table, to_json
+from .plan_timing import PLAN_TIMINGS, PlanTiming
 from .workloads import PRESETS, Workload, generate, load_agentx, load_mini_swe
 from .workloads.files import read_records
 from .workloads.rules import GapRule
+
+if TYPE_CHECKING:
+    from .report import RunResult
 
 
 class UsageError(ValueError):
@@ -33,12 +35,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a trace file (AgentX .jsonl[.gz]/.json, or mini-swe-agent steps .jsonl.gz), or synthetic[:PRESET] "
         f"with PRESET one of {', '.join(PRESETS)} (default: synthetic:claude-code)",
     )
-    parser.add_argument("--policy", default="tao,round-robin", help="comma-separated policies (tao,round-robin)")
-    parser.add_argument("--concurrency", default="16", help="comma-separated concurrent sessions (16)")
-    parser.add_argument("--nodes", type=int, default=4, help="nodes in the fleet (4)")
-    parser.add_argument("--node-profile", default="h100-tp2", help=f"one of {', '.join(BUILTIN_PROFILES)} (h100-tp2)")
+    parser.add_argument("--policy", default="tao,round-robin", help="comma-separated policies")
+    parser.add_argument("--concurrency", default="16", help="comma-separated concurrent sessions")
+    parser.add_argument("--nodes", type=int, default=4, help="nodes in the fleet")
+    parser.add_argument("--node-profile", default="h100-tp2", help=f"one of {', '.join(BUILTIN_PROFILES)}")
     parser.add_argument(
-        "--seed", type=int, default=0, help="seed of the synthetic workload and of policies' random choices (0)"
+        "--seed", type=int, default=0, help="seed of the synthetic workload and of policies' random choices"
     )
     parser.add_argument(
         "--cpu-kv-gib",
@@ -46,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.0,
         help="a CPU KV tier of this many GiB on every node, as vLLM's --kv-offloading-size (0: none)",
     )
-    parser.add_argument("--sessions", type=int, default=64, help="synthetic sessions to generate (64)")
+    parser.add_argument("--sessions", type=int, default=64, help="synthetic sessions to generate")
     parser.add_argument("--limit-traces", type=int, help="replay only the first N traces")
     parser.add_argument(
         "--max-context",
@@ -60,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "fixed = --plan-delay-ms alone, reproducible (default: measured, fixed with --no-timing)",
     )
     parser.add_argument(
-        "--plan-delay-ms", type=float, default=0.0, help="fixed virtual time added to every plan's delivery (0)"
+        "--plan-delay-ms", type=float, default=0.0, help="fixed virtual time added to every plan's delivery"
     )
     parser.add_argument(
         "--credit-half-life",
@@ -99,6 +101,8 @@ def positive_numbers(text: str, name: str) -> list[int]:
 
 
 def _policies(text: str) -> list[str]:
+    from ..core.policies import POLICIES, make_policy
+
     names = [part.strip() for part in text.split(",") if part.strip()]
     for name in names:
         make_policy(name)
@@ -178,6 +182,9 @@ def describe(workload: Workload) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..core.policies import UnknownPolicy
+    from .report import render_table, to_json
+
     try:
         policies = _policies(args.policy)
         concurrencies = positive_numbers(args.concurrency, "concurrency")
@@ -266,6 +273,9 @@ def _run_one(
     settings: CoreSettings,
     args: argparse.Namespace,
 ) -> RunResult:
+    from .driver import FleetSimulation
+    from .report import RunResult
+
     progress = Progress(workload.report.requests, f"{policy} × {concurrency}")
     simulation = FleetSimulation(
         workload,

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, Literal, get_args
+from typing import Any
 
 from ..core.actions import Route, StartPlan
 from ..core.coordinator import Coordinator
@@ -41,6 +41,7 @@ from ..core.snapshot import PlanJob, Snapshot
 from .feeds import DEFAULT_SCRAPE_INTERVAL_S, RouterFeeds
 from .metrics import Recorder, RunMetrics, summarize
 from .node import Finished, FirstToken, NodeEngine, NodeProfile, NodeRequest, RequestRejected
+from .plan_timing import PLAN_TIMINGS, PlanTiming
 from .workloads import SessionScript, Workload
 
 
@@ -67,10 +68,6 @@ class _Entry:
     at: float
     order: int
     action: Callable[[], None] = field(compare=False)
-
-
-PlanTiming = Literal["measured", "fixed"]
-PLAN_TIMINGS: tuple[PlanTiming, ...] = get_args(PlanTiming)
 
 
 class FleetSimulation:

@@ -26,8 +26,10 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ..core.planner import PlannerStats
+if TYPE_CHECKING:
+    from ..core.planner import PlannerStats
 
 
 def percentile(values: list[float], share: float) -> float:

@@ -10,29 +10,57 @@ import argparse
 import gc
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
+from pydantic import BaseModel
 
 from tao_sdk.listening import cannot_listen, listen
 
-from ..config import ConfigError, CoordinatorConfig, load_config
-from ..core.policies import POLICIES
+from ..config import ConfigError, CoordinatorConfig, LimitsConfig, PolicyConfig, ServerConfig, load_config
+from ..field_help import field_choices, field_help
 from ..logs import LEVELS, configure
-from ..store import RESET_FLAG, StoreError, check_store
-from .app import create_app
-from .serve import serve
-from .tokens import SessionTokens
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+SECTIONS: dict[str, type[BaseModel]] = {"server": ServerConfig, "policy": PolicyConfig, "limits": LimitsConfig}
+
+CONFIG_FLAGS: dict[str, str] = {
+    "host": "server.host",
+    "port": "server.port",
+    "policy": "policy.name",
+    "state_dir": "server.state_dir",
+    "token": "server.token",
+    "insecure_no_auth": "server.insecure_no_auth",
+    "redis": "server.redis",
+    "advertise_url": "server.advertise_url",
+    "max_live_sessions": "limits.max_live_sessions",
+    "registrations_per_s": "limits.registrations_per_s",
+    "registration_burst": "limits.registration_burst",
+    "log_format": "server.log_format",
+    "log_level": "server.log_level",
+}
+"""Each flag that overrides a field of the configuration file (by its argparse name) and that field."""
+
+RESET_CORRUPT_STORE = "--reset-corrupt-store"
+"""The flag `store.py` names when the state directory's database is corrupt (`store.RESET_FLAG`)."""
+
+
+def _help(dest: str) -> str:
+    section, _, name = CONFIG_FLAGS[dest].partition(".")
+    return field_help(SECTIONS[section], name)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..core.policies import POLICIES
+
     parser.add_argument("--config", type=Path, help="TOML configuration file (see docs/coordinator.md)")
-    parser.add_argument("--host", help="address to listen on (127.0.0.1)")
-    parser.add_argument("--port", type=int, help="port to listen on (8700)")
-    parser.add_argument("--policy", help=f"scheduling policy: {', '.join(POLICIES)}, or module:factory (tao)")
-    parser.add_argument("--state-dir", type=Path, help="where learned state persists (~/.local/state/tao)")
-    parser.add_argument("--token", help="API bearer token (or $TAO_TOKEN)")
-    parser.add_argument("--insecure-no-auth", action="store_true", default=None, help="no tokens (loopback only)")
+    parser.add_argument("--host", help=_help("host"))
+    parser.add_argument("--port", type=int, help=_help("port"))
+    parser.add_argument("--policy", help=f"{_help('policy')}; registered: {', '.join(POLICIES)}")
+    parser.add_argument("--state-dir", type=Path, help=_help("state_dir"))
+    parser.add_argument("--token", help=_help("token"))
+    parser.add_argument("--insecure-no-auth", action="store_true", default=None, help=_help("insecure_no_auth"))
     parser.add_argument(
         "--node",
         action="append",
@@ -40,32 +68,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME=URL[,CAPACITY]",
         help="a vLLM node, in addition to the config file's (repeatable)",
     )
-    parser.add_argument("--redis", metavar="URL", help="share the fleet with other coordinators through this Redis")
+    parser.add_argument("--redis", metavar="URL", help=_help("redis"))
+    parser.add_argument("--advertise-url", metavar="URL", help=_help("advertise_url"))
     parser.add_argument(
-        "--advertise-url", metavar="URL", help="where clients reach this coordinator (http://host:port)"
-    )
-    parser.add_argument(
-        RESET_FLAG,
+        RESET_CORRUPT_STORE,
         action="store_true",
         help="if the state directory's tao.sqlite3 is corrupt, move it aside (tao.sqlite3.corrupt-<time>) and start "
         "with an empty tool history",
     )
-    parser.add_argument(
-        "--max-live-sessions", type=int, metavar="N", help="live sessions one API token may hold (limits, 5000)"
-    )
-    parser.add_argument(
-        "--registrations-per-s", type=float, metavar="R", help="registrations per second one API token may make (100)"
-    )
-    parser.add_argument(
-        "--registration-burst", type=int, metavar="N", help="registrations one API token may make at once (2000)"
-    )
-    parser.add_argument("--log-format", choices=["text", "json"], help="log lines as text or JSON (text)")
-    parser.add_argument(
-        "--log-level",
-        type=str.lower,
-        choices=list(LEVELS),
-        help="least severe lines logged: info shows every decision, warning only problems (info)",
-    )
+    parser.add_argument("--max-live-sessions", type=int, metavar="N", help=_help("max_live_sessions"))
+    parser.add_argument("--registrations-per-s", type=float, metavar="R", help=_help("registrations_per_s"))
+    parser.add_argument("--registration-burst", type=int, metavar="N", help=_help("registration_burst"))
+    parser.add_argument("--log-format", choices=field_choices(ServerConfig, "log_format"), help=_help("log_format"))
+    parser.add_argument("--log-level", type=str.lower, choices=list(LEVELS), help=_help("log_level"))
 
 
 def node_overrides(specs: list[str]) -> list[dict[str, Any]]:
@@ -86,25 +101,14 @@ def node_overrides(specs: list[str]) -> list[dict[str, Any]]:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        overrides: dict[str, Any] = {
-            "server.host": args.host,
-            "server.port": args.port,
-            "server.state_dir": args.state_dir,
-            "server.token": args.token,
-            "server.insecure_no_auth": args.insecure_no_auth,
-            "server.log_format": args.log_format,
-            "server.log_level": args.log_level,
-            "server.redis": args.redis,
-            "server.advertise_url": args.advertise_url,
-            "policy.name": args.policy,
-            "limits.max_live_sessions": args.max_live_sessions,
-            "limits.registrations_per_s": args.registrations_per_s,
-            "limits.registration_burst": args.registration_burst,
-        }
+        overrides = {field: getattr(args, dest) for dest, field in CONFIG_FLAGS.items()}
         config = load_config(args.config, overrides, node_overrides(args.node))
     except ConfigError as error:
         print(f"tao coordinator: {error}", file=sys.stderr)
         return 2
+    from .app import create_app
+    from .serve import serve
+
     configure(config.server.log_format, config.server.log_level)
     if (problem := state_problem(config, args.reset_corrupt_store)) is not None:
         print(f"tao coordinator: {problem}", file=sys.stderr)
@@ -131,6 +135,9 @@ async def _freeze_start_up(app: web.Application) -> None:
 def state_problem(config: CoordinatorConfig, reset_corrupt: bool) -> str | None:
     """What keeps the state directory from being used, in one line; None when it can be. With `--redis` the state
     is in Redis and the directory is not used."""
+    from ..store import StoreError, check_store
+    from .tokens import SessionTokens
+
     if config.server.redis is not None:
         return None
     state_dir = config.server.state_dir

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import logging
 import subprocess
@@ -125,7 +124,7 @@ def refusing_row(timing: Timing) -> FaultRow:
         bad, good = fleet.nodes
 
         def refusing(on: bool) -> None:
-            config = dataclasses.replace(bad.service.config, max_num_queued_reqs=0 if on else None)
+            config = bad.service.config.model_copy(update={"max_num_queued_reqs": 0 if on else None})
             fleet.call(lambda: setattr(bad.service, "config", config))
 
         return _node_row("node answers 503 (/health 200)", bad.url, good.url, refusing, timing)
