@@ -50,7 +50,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .core.policies import make_policy
+from .core.policies import check_name
 from .core.settings import CoreSettings
 
 
@@ -145,7 +145,7 @@ class PolicyConfig(_Section):
     @field_validator("name")
     @classmethod
     def _known(cls, name: str) -> str:
-        make_policy(name)  # UnknownPolicy is a ValueError: reported as `policy.name: …`
+        check_name(name)  # UnknownPolicy is a ValueError: reported as `policy.name: …`
         return name
 
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tao_coordinator.bench.planner_replay import spread
+from tao_coordinator.bench.planner_replay import evenly_spaced
 from tao_sdk.cli import main
 
 SMALL = ["--sizes", "12x2", "--node-profile", "h100-tp1", "--every", "1", "--snapshots", "6", "--milp-samples", "2"]
@@ -118,6 +118,6 @@ def test_an_unknown_planner_is_refused(capsys):
 
 
 def test_the_milp_sample_is_spread_evenly():
-    assert spread(100, 4) == [12, 37, 62, 87]
-    assert spread(3, 10) == [0, 1, 2]
-    assert spread(0, 5) == []
+    assert evenly_spaced(100, 4) == [12, 37, 62, 87]
+    assert evenly_spaced(3, 10) == [0, 1, 2]
+    assert evenly_spaced(0, 5) == []

@@ -25,7 +25,7 @@ from pathlib import Path
 from ..sim.cli import UsageError, load_workload, positive_numbers
 from ..sim.node import UnknownProfile, profile_by_name
 from ..sim.workloads import Workload, traces_dir
-from .planner_replay import POLICIES, Case, Row, measure
+from .planner_replay import TIMED_PLANNERS, Case, Row, measure
 
 SYNTHETIC = "synthetic:claude-code"
 SIZE_PROFILE = "h100-tp4"
@@ -100,7 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--milp-time-limit", type=float, default=5.0, help="seconds per MILP stage (one per value component) (5)"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic workload and the replay (0)")
-    parser.add_argument("--policy", choices=sorted(POLICIES), default="tao", help="the planner timed (tao)")
+    parser.add_argument("--policy", choices=sorted(TIMED_PLANNERS), default="tao", help="the planner timed (tao)")
     parser.add_argument("--json", type=Path, help="write the rows as a JSON list to this file")
 
 
