@@ -1,24 +1,17 @@
 """The options of each baseline, as `name[key=value;...]` sets them (`core/policies/registry.py`), and their defaults.
 
-One model per router; its constructor takes it whole, so a default lives here and nowhere else. This module imports
-no router: the registry checks a policy name's options against it (a config is validated this way) without loading
-the router itself. Every model forbids unknown keys and converts nothing silently: a number option takes an int or a
-float, finite (never a bool or a string); a whole-number option an int.
+One model per router (on `Options`, `core/policies/options.py`: unknown keys are errors, a number is never a bool or
+a string); its constructor takes it whole, so a default lives here and nowhere else. This module imports no router:
+the registry checks a policy name's options against it (a config is validated this way) without loading the router.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BeforeValidator
 
-Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
-NonNegative = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0)]
-Positive = Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0)]
-
-
-class Options(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+from ..core.policies.options import NonNegative, Number, Options, Positive
 
 
 class SglangOptions(Options):

@@ -1,4 +1,4 @@
-"""TAO and its ablations: joint admission and placement by the lexicographic value (design §4–§5).
+"""TAO and its ablations: joint admission and placement by the lexicographic value (docs/algorithm.md).
 
 | name                | value order                                        | solver           | admission |
 |---------------------|----------------------------------------------------|------------------|-----------|
