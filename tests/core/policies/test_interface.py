@@ -55,6 +55,21 @@ def test_the_lookup_check_sees_a_lookup(tmp_path):
     assert policy_lookups(code) == [1, 2]
 
 
+def test_the_core_reaches_the_baselines_only_through_the_registrys_dotted_paths():
+    core = ROOT / "server" / "tao_coordinator" / "core"
+    found = []
+    for path in sorted(core.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                names = [("." * node.level) + (node.module or "")]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            found += [f"{path.name}:{node.lineno}" for name in names if "baselines" in name]
+    assert found == []
+
+
 def _every_policy_class() -> set[type[Policy]]:
     for package in (policies, baselines):
         for module in pkgutil.iter_modules(package.__path__, f"{package.__name__}."):
