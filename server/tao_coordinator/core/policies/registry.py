@@ -28,7 +28,7 @@ _BASELINES = "tao_coordinator.baselines"
 
 
 @dataclass(frozen=True, slots=True)
-class Entry:
+class PolicyEntry:
     factory: str
     """`module:attribute` of a callable that returns the policy."""
     options: str | None = None
@@ -37,15 +37,15 @@ class Entry:
     """The factory takes `seed=` (it draws random numbers)."""
 
 
-def _tao(factory: str, options: str | None = None) -> Entry:
-    return Entry(f"{_TAO}.tao:{factory}", options and f"{_TAO}.options:{options}")
+def _tao(factory: str, options: str | None = None) -> PolicyEntry:
+    return PolicyEntry(f"{_TAO}.tao:{factory}", options and f"{_TAO}.options:{options}")
 
 
-def _baseline(module: str, factory: str, options: str | None = None, seeded: bool = False) -> Entry:
-    return Entry(f"{_BASELINES}.{module}:{factory}", options and f"{_BASELINES}.options:{options}", seeded)
+def _baseline(module: str, factory: str, options: str | None = None, seeded: bool = False) -> PolicyEntry:
+    return PolicyEntry(f"{_BASELINES}.{module}:{factory}", options and f"{_BASELINES}.options:{options}", seeded)
 
 
-POLICIES: dict[str, Entry] = {
+POLICIES: dict[str, PolicyEntry] = {
     "tao": _tao("tao", "TaoOptions"),
     "tao-no-dp": _tao("tao_no_dp"),
     "tao-no-readiness": _tao("tao_no_readiness"),
@@ -58,7 +58,7 @@ POLICIES: dict[str, Entry] = {
     "tao-plain-footprint": _tao("tao_plain_footprint"),
     "tao-static-admit": _tao("tao_static_admit"),
     "tao-room-admit": _tao("tao_room_admit"),
-    "tao-spread": Entry(f"{_TAO}.tao_spread:tao_spread"),
+    "tao-spread": PolicyEntry(f"{_TAO}.tao_spread:tao_spread"),
     "tao-paper": _tao("tao_paper"),
     "tao-bound": _tao("tao_bound"),
     "round-robin": _baseline("round_robin", "RoundRobinPolicy"),
@@ -105,16 +105,26 @@ VARIANTS = ("tao-spread",)
 
 
 class UnknownPolicy(ValueError):
+    """A name `make_policy` cannot make: not registered, no importable `module:factory`, or malformed brackets."""
+
     def __init__(self, name: str, detail: str = "") -> None:
+        super().__init__(self._message(name, detail))
+
+    def _message(self, name: str, detail: str) -> str:
         known = f"known: {', '.join(sorted(POLICIES))}, or module.path:factory"
-        super().__init__(f"unknown policy {name!r}{'; ' + detail if detail else ''}; {known}")
+        return f"unknown policy {name!r}{'; ' + detail if detail else ''}; {known}"
 
 
 class BadOptions(UnknownPolicy):
-    """A registered policy with options its model rejects: the message names each bad one and the known ones."""
+    """A registered policy with options its model rejects: the message names each bad one and the known ones (an
+    `UnknownPolicy`, so every caller that reports a bad name reports these too)."""
 
     def __init__(self, name: str, problems: list[str], known: list[str]) -> None:
-        ValueError.__init__(self, f"policy {name!r}: {'; '.join(problems)} (its options: {', '.join(known) or 'none'})")
+        self.known = known
+        super().__init__(name, "; ".join(problems))
+
+    def _message(self, name: str, detail: str) -> str:
+        return f"policy {name!r}: {detail} (its options: {', '.join(self.known) or 'none'})"
 
 
 def _option(text: str) -> object:
@@ -149,7 +159,7 @@ def _load(path: str) -> Any:
     return getattr(importlib.import_module(module), attribute)
 
 
-def _options(name: str, entry: Entry, given: dict[str, object]) -> BaseModel | None:
+def _options(name: str, entry: PolicyEntry, given: dict[str, object]) -> BaseModel | None:
     """The entry's options model filled from `given`, or `BadOptions` naming what it rejects."""
     if entry.options is None:
         if given:
