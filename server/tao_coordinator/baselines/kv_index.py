@@ -1,11 +1,17 @@
-"""What each node holds, as its KV events tell it: the exact prefix indexes of Dynamo, llm-d-precise and cost-model.
+"""The prefix indexes of the cache-aware routers, per node: exact ones fed by KV events (`KvIndex`: Dynamo,
+llm-d-precise, cost-model), approximate ones learnt from the router's own decisions (`RoutedIndex`: SGLang, llm-d).
 
 A `KvCacheEvent` names a node and a medium (`"GPU"`, `"CPU"`, … as the engine publishes them). Each router files
 media under its own keys (`key`): Dynamo by storage tier, llm-d by the lower-cased name, cost-model by the name as
 sent. One `RunSet` per (node, key), created when the node first reports that key: `BlockStored` adds ids,
 `BlockRemoved` removes them from that key only, `AllBlocksCleared` empties it (`clears`; llm-d's index ignores it).
 
-Invariants: an index exists for a (node, key) only once an event reported it; no event touches another key's index.
+`RoutedIndex` knows only where the router sent what: each route stamps the prompt's blocks on the chosen node with
+the next stamp, so the index's LRU order is the order of the routes (its sets are `RunSet(lru=True)`, trimmed by the
+router's own eviction rule).
+
+Invariants: an index exists for a (node, key) only once an event reported it; no event touches another key's index;
+a `RoutedIndex` set exists for a node only once a route chose it, and stamps grow with every route.
 """
 
 from __future__ import annotations
@@ -45,3 +51,19 @@ class KvIndex:
     def on(self, node_id: NodeId) -> dict[str, RunSet]:
         """The node's indexes by key, in the order the node first reported them."""
         return {key: index for (node, key), index in self.sets.items() if node == node_id}
+
+
+class RoutedIndex:
+    def __init__(self) -> None:
+        self.sets: dict[NodeId, RunSet] = {}
+        self.stamp = 0
+
+    def routed(self, node_id: NodeId, runs: tuple[BlockRun, ...]) -> RunSet:
+        """Stamp `runs` on the node a route chose; the node's set, for the router to trim."""
+        self.stamp += 1
+        index = self.sets.setdefault(node_id, RunSet(lru=True))
+        index.touch(runs, self.stamp)
+        return index
+
+    def get(self, node_id: NodeId) -> RunSet | None:
+        return self.sets.get(node_id)

@@ -41,10 +41,10 @@ from itertools import pairwise
 from ..core.events import Event, KvCacheEvent
 from ..core.model import AgentSession, BlockRun, Node, NodeId
 from ..core.policies.base import Feed, Router
-from .kv_index import KvIndex
+from .kv_index import KvIndex, RoutedIndex
 from .load import prompt_tokens
 from .options import EppOptions, LlmdOptions, LlmdPreciseOptions
-from .runs import RunSet, truncate
+from .runs import truncate
 
 
 def epp_scores(nodes: list[Node], prefixes: list[float], weights: tuple[float, float, float]) -> list[float]:
@@ -94,8 +94,7 @@ class LlmdPolicy(EppRouter):
         options = options or LlmdOptions()
         super().__init__(options, seed)
         self.max_prefix_blocks = options.max_prefix_blocks
-        self.index: dict[NodeId, RunSet] = {}
-        self._stamp = 0
+        self.index = RoutedIndex()
 
     def prefixes(self, session: AgentSession, nodes: list[Node]) -> list[float]:
         runs = truncate(session.prompt_block_runs, self.max_prefix_blocks)
@@ -108,9 +107,7 @@ class LlmdPolicy(EppRouter):
         return prefixes
 
     def picked(self, session: AgentSession, node: Node) -> None:
-        self._stamp += 1
-        index = self.index.setdefault(node.id, RunSet(lru=True))
-        index.touch(truncate(session.prompt_block_runs, self.max_prefix_blocks), self._stamp)
+        index = self.index.routed(node.id, truncate(session.prompt_block_runs, self.max_prefix_blocks))
         index.evict_to(node.capacity_tokens // node.block_size + 1)
 
 

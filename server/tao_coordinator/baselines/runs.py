@@ -5,7 +5,7 @@ the same as "the prompt's first k ids are all in b's set": a set of ids answers 
 answers, without the tree. Ids arrive as a few long runs per prompt, so the set stores maximal segments
 `[start, end)`, each with the stamp of its last use; neighbours merge only when their stamps are equal.
 
-`RunSet` serves both kinds of index the baselines keep: exact ones fed by KV events (`kv_index.py`: `add` on
+`RunSet` serves both kinds of index the baselines keep (`kv_index.py`): exact ones fed by KV events (`add` on
 BlockStored, `discard` on BlockRemoved, stamps unused) and approximate ones fed by the router's own decisions with
 LRU trimming (SGLang, llm-d: `touch` stamps what a route inserted, `evict_to` trims the least recently used segments
 from their end, the deepest blocks of a path first, as a radix tree evicts leaves first).

@@ -28,9 +28,10 @@ from collections.abc import Mapping
 from ..core.events import Event
 from ..core.model import AgentSession, BlockRun, Node, NodeId
 from ..core.policies.base import Router
+from .kv_index import RoutedIndex
 from .load import InFlight
 from .options import SglangOptions
-from .runs import RunSet, block_at
+from .runs import block_at
 
 
 class SglangCacheAwarePolicy(Router):
@@ -44,8 +45,7 @@ class SglangCacheAwarePolicy(Router):
         self.eviction_interval_s = options.eviction_interval_s
         self.max_tree_tokens = options.max_tree_tokens
         self.in_flight = InFlight()
-        self.trees: dict[NodeId, RunSet] = {}
-        self._stamp = 0
+        self.trees = RoutedIndex()
         self._next_eviction: float | None = None
 
     def imbalanced(self, nodes: Mapping[NodeId, Node]) -> bool:
@@ -69,8 +69,7 @@ class SglangCacheAwarePolicy(Router):
                 target = tenant
             else:
                 target = min(ordered, key=self.in_flight.load)
-        self._stamp += 1
-        self.trees.setdefault(target, RunSet(lru=True)).touch(runs, self._stamp)
+        self.trees.routed(target, runs)
         self.in_flight.dispatch(session.id, target)
         return target
 
@@ -98,6 +97,6 @@ class SglangCacheAwarePolicy(Router):
         if now < self._next_eviction:
             return
         self._next_eviction = now + self.eviction_interval_s
-        for node_id, tree in self.trees.items():
+        for node_id, tree in self.trees.sets.items():
             block_size = nodes[node_id].block_size if node_id in nodes else 16
             tree.evict_to(self.max_tree_tokens // block_size)
