@@ -51,6 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from tao_sdk import environment
 
+from .core.policies import check_name
 from .core.settings import CoreSettings
 from .field_help import problems
 
@@ -149,9 +150,7 @@ class PolicyConfig(_Section):
     @field_validator("name")
     @classmethod
     def _known(cls, name: str) -> str:
-        from .core.policies import make_policy  # the registry loads every policy: only when a name is checked
-
-        make_policy(name)  # UnknownPolicy is a ValueError: reported as `policy.name: …`
+        check_name(name)  # UnknownPolicy is a ValueError: reported as `policy.name: …`
         return name
 
 

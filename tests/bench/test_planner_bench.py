@@ -6,7 +6,7 @@ import json
 import pytest
 
 from tao_coordinator.bench.planner import PLANNERS
-from tao_coordinator.bench.planner_replay import POLICIES, spread
+from tao_coordinator.bench.planner_replay import TIMED_PLANNERS, evenly_spaced
 from tao_sdk.cli import main
 
 SMALL = ["--sizes", "12x2", "--node-profile", "h100-tp1", "--every", "1", "--snapshots", "6", "--milp-samples", "2"]
@@ -119,10 +119,10 @@ def test_an_unknown_planner_is_refused(capsys):
 
 
 def test_the_milp_sample_is_spread_evenly():
-    assert spread(100, 4) == [12, 37, 62, 87]
-    assert spread(3, 10) == [0, 1, 2]
-    assert spread(0, 5) == []
+    assert evenly_spaced(100, 4) == [12, 37, 62, 87]
+    assert evenly_spaced(3, 10) == [0, 1, 2]
+    assert evenly_spaced(0, 5) == []
 
 
 def test_the_planners_offered_are_the_ones_the_replay_builds():
-    assert sorted(PLANNERS) == sorted(POLICIES)
+    assert sorted(PLANNERS) == sorted(TIMED_PLANNERS)

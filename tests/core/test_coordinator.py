@@ -279,7 +279,7 @@ def test_bad_input_raises_a_named_error_and_changes_nothing(event, error):
 def test_unknown_policy_names_the_known_ones():
     with pytest.raises(UnknownPolicy, match="tao-no-dp"):
         make_policy("nope")
-    assert make_policy("tao_coordinator.core.policies.round_robin:RoundRobinPolicy").name == "round-robin"
+    assert make_policy("tao_coordinator.baselines.round_robin:RoundRobinPolicy").name == "round-robin"
 
 
 def test_a_session_larger_than_any_node_is_still_admitted_alone():

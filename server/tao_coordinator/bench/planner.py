@@ -41,7 +41,7 @@ DEFAULT_CASES = (
 )
 DEFAULT_SIZES = "1024x64"
 PLANNERS = ("tao", "tao-no-dp")
-"""The policies whose planner can be timed (`planner_replay.POLICIES` builds them)."""
+"""The policies whose planner can be timed (`planner_replay.TIMED_PLANNERS` builds them)."""
 
 
 def render(rows: list[Row]) -> str:

@@ -35,7 +35,7 @@ from ..sim.driver import FleetSimulation
 from ..sim.node import profile_by_name
 from ..sim.workloads import Workload
 
-POLICIES: dict[str, Callable[[], TaoPolicy]] = {"tao": tao, "tao-no-dp": tao_no_dp}
+TIMED_PLANNERS: dict[str, Callable[[], TaoPolicy]] = {"tao": tao, "tao-no-dp": tao_no_dp}
 """The planners worth timing: TAO's pipeline, and the paper's best-fit decreasing alone (its gap is the point)."""
 
 
@@ -113,7 +113,7 @@ def percentile(sorted_values: list[float], share: float) -> float:
     return sorted_values[index]
 
 
-def spread(count: int, samples: int) -> list[int]:
+def evenly_spaced(count: int, samples: int) -> list[int]:
     """`samples` distinct indices into `count` items, evenly spread (the middle of equal segments)."""
     samples = min(samples, count)
     return [(2 * k + 1) * count // (2 * samples) for k in range(samples)]
@@ -188,9 +188,9 @@ def measure(
     started = time.perf_counter()
     recording, stopped = record(case, workload, seed)
     replay_s = time.perf_counter() - started
-    snapshots, policy = recording.snapshots, POLICIES[policy_name]()
+    snapshots, policy = recording.snapshots, TIMED_PLANNERS[policy_name]()
     times, plans = time_plans(snapshots, policy)
-    sample = spread(len(snapshots), milp_samples)
+    sample = evenly_spaced(len(snapshots), milp_samples)
     gaps = milp_gaps([snapshots[k] for k in sample], [plans[k] for k in sample], policy, milp_time_limit_s)
     methods = Counter(plan.method for plan in plans)
     times.sort()

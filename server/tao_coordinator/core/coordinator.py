@@ -67,18 +67,7 @@ from .model import AgentSession, CacheEvidence, EvidenceSource, Node, NodeId, No
 from .node_rates import NodeRateFit
 from .plan import PlanFinished
 from .planner import Planner
-from .policies.base import (
-    Policy,
-    adapts_horizon,
-    admits_on_room,
-    plan_interval,
-    policy_admit,
-    policy_cache_kept,
-    policy_node_target,
-    policy_readiness_rule,
-    policy_wake_times,
-    reads_expected_tools,
-)
+from .policies.base import Policy
 from .settings import CoreSettings
 from .signals.cache_credit import node_half_life, with_evidence
 from .signals.footprint import footprint_tokens
@@ -101,7 +90,7 @@ class Coordinator:
         self.settings = settings or CoreSettings()
         self.history = history or ToolHistory.from_settings(self.settings)
         self.forecaster = Forecaster(self.history, self.settings)
-        self.readiness_rule = policy_readiness_rule(policy)
+        self.readiness_rule = policy.readiness_rule
         self._binary_rule = self.readiness_rule if self.readiness_rule in ("bound", "paper") else None
         """The readiness rule when it is a binary one, whose predictions expire and are re-estimated (the forecast's
         schedules never expire)."""
@@ -109,7 +98,7 @@ class Coordinator:
         self.horizon_used_s = 0.0
         """The sum of the horizons tool starts were forecast with (over `tool_starts`: the mean H)."""
         self.tool_starts = 0
-        self._adaptive_horizon = adapts_horizon(policy) and self.readiness_rule == "forecast"
+        self._adaptive_horizon = policy.readiness_horizon == "adaptive" and self.readiness_rule == "forecast"
         """Only the `forecast` rule's horizon adapts; otherwise no wait is tracked."""
         self._pooled_at: dict[SessionId, float] = {}
         """When each session in the waiting pool asked for its call: its wait feeds the adaptive horizon."""
@@ -121,7 +110,7 @@ class Coordinator:
         self.demotions = Demotions(self.settings)
         self.inline_planning = inline_planning
         self._nodes_changed = False
-        self._plan_interval = plan_interval(policy)
+        self._plan_interval = policy.plan_interval_s
         self._next_periodic: float | None = None
         self._periodic_due = False
 
@@ -253,8 +242,8 @@ class Coordinator:
             if session.node in avoid:
                 session = state_machine.interrupt(session, now)  # its place moves with the call
             route_to = self.policy.route(session, healthy, now)
-            if route_to is None and admits_on_room(self.policy):
-                route_to = policy_admit(self.policy, session, healthy, self._room(healthy), self.settings, now)
+            if route_to is None:
+                route_to = self.policy.admit(session, healthy, lambda: self._room(healthy), self.settings, now)
             if route_to is None and avoid:
                 room = self._room(healthy)
                 route_to = min(healthy, key=lambda node_id: (-room[node_id], node_id))
@@ -353,7 +342,7 @@ class Coordinator:
         previous, asked = hittable
         if session.placed_at <= previous.observed_at:
             if asked > 0:
-                policy_cache_kept(self.policy, event.node_id, asked, event.cached_tokens, now)
+                self.policy.cache_kept(event.node_id, asked, event.cached_tokens, now)
         else:
             self._observe_retention(session, event.node_id, previous, asked, event.cached_tokens)
 
@@ -402,7 +391,7 @@ class Coordinator:
         self.horizon_used_s += horizon
         self.tool_starts += 1
         # the tools the acquire before this call said come next: history for a tool that has too little of its own
-        expected = session.context.expected_next_tools if reads_expected_tools(self.policy) else ()
+        expected = session.context.expected_next_tools if self.policy.expected_tools else ()
         tool = self.forecaster.start(
             rule, event.call_id, event.tool, event.program, event.hints, session.id, now, horizon, expected
         )
@@ -435,7 +424,7 @@ class Coordinator:
             preemptions=event.preemptions,
         )
         node = self._with_rates(node, event, previous, now)
-        target = policy_node_target(self.policy, previous, node, self.settings, now, self._pool_tokens())
+        target = self.policy.node_target(previous, node, self.settings, now, self._pool_tokens())
         node = replace(node, utilization_target=target, credit_half_life_s=self._fitted_half_life(node.id))
         capacity = (node.capacity_tokens, node.healthy, node.utilization_target)
         if previous is None or (previous.capacity_tokens, previous.healthy, previous.utilization_target) != capacity:
@@ -521,7 +510,7 @@ class Coordinator:
             if self._binary_rule is not None:
                 times.append(max(tool.predicted_end, tool.predicted_at + interval))
         times += self._credit_wake_times(session)
-        times.extend(policy_wake_times(self.policy, session))
+        times.extend(self.policy.wake_times(session))
         return times
 
     def _credit_wake_times(self, session: AgentSession) -> list[float]:

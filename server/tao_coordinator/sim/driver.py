@@ -34,7 +34,7 @@ from ..core.events import Acquire, Close, Event, LlmEnd, LlmFirstToken, NodeUpda
 from ..core.model import AgentProfile, DurationHints
 from ..core.plan import PlanFinished
 from ..core.policies import make_policy
-from ..core.policies.base import policy_inputs
+from ..core.policies.base import Feed
 from ..core.settings import CoreSettings
 from ..core.signals.cache_credit import node_half_life
 from ..core.snapshot import PlanJob, Snapshot
@@ -95,9 +95,9 @@ class FleetSimulation:
         self.settings = settings or CoreSettings(lease_ttl_s=1e12)
         chosen = make_policy(policy, seed)
         self.coordinator = Coordinator(chosen, self.settings, inline_planning=False)
-        inputs = policy_inputs(chosen)
-        self.engines = {f"node-{k:02d}": NodeEngine(profile, kv_events="kv_events" in inputs) for k in range(nodes)}
-        self.feeds = RouterFeeds(inputs, self.engines, scrape_interval_s)
+        kv_events = Feed.KV_EVENTS in chosen.inputs
+        self.engines = {f"node-{k:02d}": NodeEngine(profile, kv_events=kv_events) for k in range(nodes)}
+        self.feeds = RouterFeeds(chosen.inputs, self.engines, scrape_interval_s)
         self.concurrency = concurrency
         self.plan_timing = plan_timing
         self.plan_delay_s = plan_delay_s

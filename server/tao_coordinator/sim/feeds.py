@@ -1,19 +1,19 @@
 """What the simulated fleet tells a router beyond session events: the feeds its real system would read.
 
-A policy names the feeds it consumes in `inputs` (see `core/policies/base.py`); nothing else is sent, so TAO's runs
+A policy names the feeds it consumes in `inputs` (`Feed`, `core/policies/base.py`); nothing else is sent, so TAO's runs
 are unchanged by routers' needs and each baseline sees only what its real system sees:
 
-- `node_load`: a `/metrics` scrape of every node — running and waiting requests, KV usage, preemptions, the size of
+- `Feed.NODE_LOAD`: a `/metrics` scrape of every node — running and waiting requests, KV usage, preemptions, the size of
   its CPU tier and the cumulative counters the coordinator measures rates from (`EngineCounters`) — sent as
   `NodeUpdate`s before a call is routed when the last scrape is at least `scrape_interval_s` old. A real poller
   scrapes on a fixed period, so its figures are up to one period old when a call arrives; this scrapes on demand, at
   most one period apart, which is never staler. The figures are the engine's at the moment of the scrape: a request
   counts as waiting from its submission, where vLLM's gauge would show it after the next step (at most one step
   fresher).
-- `kv_events`: every `BlockStored` / `BlockRemoved` / `AllBlocksCleared` of every node, as `KvCacheEvent`s in the
+- `Feed.KV_EVENTS`: every `BlockStored` / `BlockRemoved` / `AllBlocksCleared` of every node, as `KvCacheEvent`s in the
   order the node emitted them (vLLM's `--kv-events-config` stream), each with the node event's `medium` (`"GPU"`, or
   `"CPU"` for the CPU tier's blocks, as vLLM's offloading connector publishes them).
-- `first_token`: `LlmFirstToken` when a call's first token leaves the node (a router on the token stream sees it).
+- `Feed.FIRST_TOKEN`: `LlmFirstToken` when a call's first token leaves the node (a router on the token stream sees it).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..core.events import EngineCounters, KvCacheEvent, NodeUpdate
+from ..core.policies.base import Feed
 from .node import AllBlocksCleared, BlockRemoved, BlockStored, NodeCounters, NodeEngine, NodeEvent
 
 DEFAULT_SCRAPE_INTERVAL_S = 0.05
@@ -46,13 +47,13 @@ def engine_counters(counters: NodeCounters, tp: int) -> EngineCounters:
 class RouterFeeds:
     def __init__(
         self,
-        inputs: frozenset[str],
+        inputs: frozenset[Feed],
         engines: Mapping[str, NodeEngine],
         scrape_interval_s: float = DEFAULT_SCRAPE_INTERVAL_S,
     ) -> None:
-        self.node_load = "node_load" in inputs
-        self.kv_events = "kv_events" in inputs
-        self.first_token = "first_token" in inputs
+        self.node_load = Feed.NODE_LOAD in inputs
+        self.kv_events = Feed.KV_EVENTS in inputs
+        self.first_token = Feed.FIRST_TOKEN in inputs
         self.engines = engines
         self.scrape_interval_s = scrape_interval_s
         self._scraped_at: float | None = None

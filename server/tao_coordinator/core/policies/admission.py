@@ -51,7 +51,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
 
 from ..model import AgentSession, Node, NodeId
 from ..settings import CoreSettings
@@ -61,9 +60,7 @@ from ..signals.footprint import footprint_tokens
 from ..signals.tier import TierCredit
 from ..signals.workflow import WorkflowIndex
 from ..state import token_cells
-
-PlaceRule = Literal["load", "room"]
-"""Where `FastAdmit` puts a session without credit: the least loaded node with room, or the one with most room."""
+from .options import PlaceRule
 
 
 class FastAdmit:

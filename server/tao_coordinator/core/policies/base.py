@@ -12,21 +12,23 @@ plan is pure. A session-level baseline may keep bookkeeping that only its own pl
 scheduler clock and marks); what `observe` writes and `plan` reads must be point lookups that tolerate a concurrent
 update (Continuum's tool means).
 
-Optional attributes, read through the helpers below so a policy that lacks them behaves as before:
+Every hook the coordinator (`core/coordinator.py`) and the simulator (`sim/driver.py`, `sim/feeds.py`) call is
+declared on `Policy`, with a default that means "this policy does not use it": a policy overrides what it needs, and
+mypy checks each override against the signature here.
 
-- `inputs: frozenset[str]` — which router feeds the driver must send: `"node_load"` (`NodeUpdate`s carrying the
-  running/waiting/KV-usage figures of a `/metrics` scrape before a call is routed), `"kv_events"` (every
-  `KvCacheEvent`), `"first_token"` (`LlmFirstToken`). Signals a policy's real system does not see are not sent.
+- `inputs: frozenset[Feed]` — which router feeds the driver must send (`Feed`). Signals a policy's real system does
+  not see are not sent. Default: none.
 - `plan_interval_s: float | None` — plan at least this often while sessions live, even when nobody waits (a
-  periodic scheduler that may interrupt holders).
+  periodic scheduler that may interrupt holders). Default None: plan only when something changed.
 - `wake_times(session) -> Iterable[float]` — times at which time alone changes the policy's view of `session`.
 - `admit(session, nodes, room, settings, now) -> NodeId | None` — asked when `route` said "wait": a node to admit
-  the session on at once, without a plan. `room` is each healthy node's plannable capacity minus what its holders
-  hold now, in capacity cells; the session then holds a place there with its whole footprint, as if a plan had
-  admitted it, so the planner's accounting (`FleetState.used_cells`) stays what it always is.
+  the session on at once, without a plan. `room()` gives each healthy node's plannable capacity minus what its
+  holders hold now, in capacity cells (computed on demand: it walks every session); the session then holds a place
+  there with its whole footprint, as if a plan had admitted it, so the planner's accounting
+  (`FleetState.used_cells`) stays what it always is. Default None: wait for the plan.
 - `node_target(previous, node, settings, now, pool_tokens) -> float | None` — the utilisation target of `node` as
-  just observed (`previous`: the node as known before, or None); None means the settings' target. Runs on every
-  `NodeUpdate`; `pool_tokens` is the footprint of every session in the waiting pool (without a place).
+  just observed (`previous`: the node as known before, or None); None (the default) means the settings' target.
+  Runs on every `NodeUpdate`; `pool_tokens` is the footprint of every session in the waiting pool (without a place).
 - `cache_kept(node_id, asked_tokens, kept_tokens, now)` — at the end of a call by a session that held its place on
   the node since its previous call there: how much of that call's context the node was asked to keep (whole blocks,
   as vLLM can hit them) and how much the call found cached. Less kept than asked: vLLM evicted a cache TAO reserved.
@@ -35,14 +37,18 @@ Optional attributes, read through the helpers below so a policy that lacks them 
   schedule is built and time alone wakes nothing for it.
 - `expected_tools: bool` — a tool with too little history of its own is forecast from that of the tools the
   session's last acquire announced (`expected_next_tools`); False (the default) ignores the announcement.
-- `readiness_horizon: "adaptive" | "fixed"` — whether the `forecast` rule's horizon follows load
-  (`forecast/horizon.py`) or stays at `readiness_horizon_s` (the default).
+- `readiness_horizon: Horizon` — whether the `forecast` rule's horizon follows load (`forecast/horizon.py`,
+  `"adaptive"`) or stays at `readiness_horizon_s` (`"fixed"`, the default).
+
+`Router` and `PlanningPolicy` give the two kinds their shared halves: a router never plans, an admission policy
+routes a call to the session's place.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Protocol
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
+from enum import Enum
 
 from ..events import Event
 from ..forecast import ReadinessRule
@@ -50,86 +56,74 @@ from ..model import AgentSession, Node, NodeId
 from ..plan import Plan
 from ..settings import CoreSettings
 from ..snapshot import Snapshot
+from .options import Horizon
 
-FEEDS = frozenset({"node_load", "kv_events", "first_token"})
+
+class Feed(Enum):
+    """A router feed the simulator sends only to the policies that name it in `inputs` (`sim/feeds.py`)."""
+
+    NODE_LOAD = "node_load"
+    """`NodeUpdate`s carrying the running/waiting/KV-usage figures of a `/metrics` scrape before a call is routed."""
+    KV_EVENTS = "kv_events"
+    """Every `KvCacheEvent` of every node."""
+    FIRST_TOKEN = "first_token"
+    """`LlmFirstToken` when a call's first token leaves its node."""
 
 
-class Policy(Protocol):
+Room = Callable[[], Mapping[NodeId, int]]
+"""Each healthy node's plannable capacity left next to its holders, in capacity cells, computed when called."""
+
+
+class Policy(ABC):
     name: str
     plans: bool
     """True: sessions wait for the planner's admission. False: every call is routed at once by `route`."""
+    inputs: frozenset[Feed] = frozenset()
+    plan_interval_s: float | None = None
+    readiness_rule: ReadinessRule | None = None
+    expected_tools: bool = False
+    readiness_horizon: Horizon = "fixed"
 
+    @abstractmethod
     def plan(self, snapshot: Snapshot) -> Plan: ...
 
+    @abstractmethod
     def route(self, session: AgentSession, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
         """`nodes` holds the healthy nodes only."""
-        ...
 
-    def observe(self, event: Event, now: float) -> None: ...
+    def observe(self, event: Event, now: float) -> None:
+        return None
 
-
-def policy_inputs(policy: Policy) -> frozenset[str]:
-    inputs: frozenset[str] = getattr(policy, "inputs", frozenset())
-    return inputs
-
-
-def plan_interval(policy: Policy) -> float | None:
-    interval: float | None = getattr(policy, "plan_interval_s", None)
-    return interval
-
-
-def policy_wake_times(policy: Policy, session: AgentSession) -> Iterable[float]:
-    wake_times = getattr(policy, "wake_times", None)
-    if wake_times is None:
+    def wake_times(self, session: AgentSession) -> Iterable[float]:
         return ()
-    times: Iterable[float] = wake_times(session)
-    return times
 
-
-def admits_on_room(policy: Policy) -> bool:
-    return getattr(policy, "admit", None) is not None
-
-
-def policy_admit(
-    policy: Policy,
-    session: AgentSession,
-    nodes: Mapping[NodeId, Node],
-    room: Mapping[NodeId, int],
-    settings: CoreSettings,
-    now: float,
-) -> NodeId | None:
-    admit = getattr(policy, "admit", None)
-    if admit is None:
+    def admit(
+        self, session: AgentSession, nodes: Mapping[NodeId, Node], room: Room, settings: CoreSettings, now: float
+    ) -> NodeId | None:
         return None
-    node: NodeId | None = admit(session, nodes, room, settings, now)
-    return node
 
-
-def policy_node_target(
-    policy: Policy, previous: Node | None, node: Node, settings: CoreSettings, now: float, pool_tokens: int
-) -> float | None:
-    node_target = getattr(policy, "node_target", None)
-    if node_target is None:
+    def node_target(
+        self, previous: Node | None, node: Node, settings: CoreSettings, now: float, pool_tokens: int
+    ) -> float | None:
         return None
-    target: float | None = node_target(previous, node, settings, now, pool_tokens)
-    return target
+
+    def cache_kept(self, node_id: NodeId, asked_tokens: int, kept_tokens: int, now: float) -> None:
+        return None
 
 
-def policy_cache_kept(policy: Policy, node_id: NodeId, asked_tokens: int, kept_tokens: int, now: float) -> None:
-    cache_kept = getattr(policy, "cache_kept", None)
-    if cache_kept is not None:
-        cache_kept(node_id, asked_tokens, kept_tokens, now)
+class Router(Policy):
+    """A per-request router: admits everything at once, routes every call, never plans."""
+
+    plans = False
+
+    def plan(self, snapshot: Snapshot) -> Plan:
+        return Plan(())
 
 
-def policy_readiness_rule(policy: Policy) -> ReadinessRule | None:
-    rule: ReadinessRule | None = getattr(policy, "readiness_rule", None)
-    return rule
+class PlanningPolicy(Policy):
+    """An admission policy: a session's calls go to the place a plan (or `admit`) gave it; without one it waits."""
 
+    plans = True
 
-def reads_expected_tools(policy: Policy) -> bool:
-    """Whether a tool's forecast may borrow the history of the tools the session's last acquire announced."""
-    return bool(getattr(policy, "expected_tools", False))
-
-
-def adapts_horizon(policy: Policy) -> bool:
-    return bool(getattr(policy, "readiness_horizon", "fixed") == "adaptive")
+    def route(self, session: AgentSession, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
+        return session.node if session.node in nodes else None

@@ -1,4 +1,4 @@
-"""TAO and its ablations: joint admission and placement by the lexicographic value (design §4–§5).
+"""TAO and its ablations: joint admission and placement by the lexicographic value (docs/algorithm.md).
 
 | name                | value order                                        | solver           | admission |
 |---------------------|----------------------------------------------------|------------------|-----------|
@@ -52,16 +52,15 @@ from ..signals.workflow import EMPTY, WorkflowIndex
 from ..snapshot import Snapshot
 from ..solver import solve, solve_greedy
 from ..value import ValueModel
-from .admission import AdaptiveTarget, FastAdmit, PlaceRule
+from .admission import AdaptiveTarget, FastAdmit
+from .base import Feed, PlanningPolicy, Room
+from .options import Horizon, PlaceRule, TaoOptions
 from .problem import ValueCache, build_problem, plan_from_solution
 
 Admission = Literal["adaptive", "static"]
-Horizon = Literal["adaptive", "fixed"]
 
 
-class TaoPolicy:
-    plans = True
-
+class TaoPolicy(PlanningPolicy):
     def __init__(
         self,
         name: str,
@@ -82,7 +81,7 @@ class TaoPolicy:
         self.exact = exact
         self.admission = admission
         # the scrapes carry the preemption counter and the waiting queue that the adaptive target reads
-        self.inputs = frozenset({"node_load"}) if admission == "adaptive" else frozenset()
+        self.inputs = frozenset({Feed.NODE_LOAD}) if admission == "adaptive" else frozenset()
         self._fast = FastAdmit(place, tier=any(isinstance(signal, TierCredit) for signal in signals))
         self.expected_tools = expected_tools
         """Whether tool starts are forecast with the acquire's `expected_next_tools` (the coordinator reads it)."""
@@ -104,20 +103,12 @@ class TaoPolicy:
             solution = solve_greedy(placement.problem)
         return plan_from_solution(placement, solution)
 
-    def route(self, session: AgentSession, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
-        return session.node if session.node in nodes else None
-
     def admit(
-        self,
-        session: AgentSession,
-        nodes: Mapping[NodeId, Node],
-        room: Mapping[NodeId, int],
-        settings: CoreSettings,
-        now: float,
+        self, session: AgentSession, nodes: Mapping[NodeId, Node], room: Room, settings: CoreSettings, now: float
     ) -> NodeId | None:
         if self.admission == "static":
             return None
-        return self._fast.admit(session, nodes, room, settings, now, self._workflows)
+        return self._fast.admit(session, nodes, room(), settings, now, self._workflows)
 
     def node_target(
         self, previous: Node | None, node: Node, settings: CoreSettings, now: float, pool_tokens: int
@@ -171,10 +162,10 @@ def value(
     return [*signals, footprint or HeldFootprint(), Stability()]
 
 
-def tao(horizon: Horizon = "fixed", place: PlaceRule = "load") -> TaoPolicy:
-    """`tao[horizon=adaptive]` lets H follow the waits of the pool (`forecast/horizon.py`); measured no better.
-    `tao[place=room]` fast-admits a session without credit where there is most room, not least load."""
-    return TaoPolicy("tao", value(), horizon=horizon, place=place)
+def tao(options: TaoOptions | None = None) -> TaoPolicy:
+    """`tao[horizon=adaptive]`, `tao[place=room]`: see `TaoOptions` (`options.py`)."""
+    options = options or TaoOptions()
+    return TaoPolicy("tao", value(), horizon=options.horizon, place=options.place)
 
 
 def tao_no_dp() -> TaoPolicy:

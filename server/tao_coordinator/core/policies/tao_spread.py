@@ -56,5 +56,5 @@ class TaoSpreadPolicy(TaoPolicy):
         return plan_from_solution(placement, solution)
 
 
-def tao_spread(*, seed: int = 0) -> TaoSpreadPolicy:
+def tao_spread() -> TaoSpreadPolicy:
     return TaoSpreadPolicy("tao-spread", value())

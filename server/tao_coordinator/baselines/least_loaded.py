@@ -8,7 +8,7 @@ implementation; SMG ships a `least_load` policy, production-stack falls back to 
                      (updated on dispatch, so bursts spread)
 
 Signals: the scraped `running`, `waiting` and `kv_usage` of each `Node` (the driver sends a `NodeUpdate` per node
-from a scrape before routing; `inputs = {"node_load"}`), and its own dispatch counts. Last tie-break: node name.
+from a scrape before routing; `inputs = {Feed.NODE_LOAD}`), and its own dispatch counts. Last tie-break: node name.
 Admits everything at once; never plans; deterministic.
 """
 
@@ -16,23 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..events import Event
-from ..model import AgentSession, Node, NodeId
-from ..plan import Plan
-from ..snapshot import Snapshot
+from ..core.events import Event
+from ..core.model import AgentSession, Node, NodeId
+from ..core.policies.base import Feed, Router
 from .load import InFlight
 
 
-class LeastLoadedPolicy:
+class LeastLoadedPolicy(Router):
     name = "least-loaded"
-    plans = False
-    inputs = frozenset({"node_load"})
+    inputs = frozenset({Feed.NODE_LOAD})
 
-    def __init__(self, *, seed: int = 0) -> None:
+    def __init__(self) -> None:
         self.in_flight = InFlight()
-
-    def plan(self, snapshot: Snapshot) -> Plan:
-        return Plan(())
 
     def route(self, session: AgentSession, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
         if not nodes:

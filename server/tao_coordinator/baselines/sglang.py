@@ -17,47 +17,36 @@ block, which has no id, never matches). It learns only from routing — no engin
 as the original. `max_tree_size` counts tokens; eviction trims each tenant to 2^26 / 16 blocks, least recently
 inserted segments first, from their deep end. Among tenants tied on the longest match the most recently inserted
 wins (the original takes the first tenant it finds at the deepest node). Min-load ties go to the first node in name
-order (`min_by_key`). Admits everything at once; never plans; deterministic.
+order (`min_by_key`). Admits everything at once; never plans; deterministic. Options: `SglangOptions`
+(`baselines/options.py`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..events import Event
-from ..model import AgentSession, BlockRun, Node, NodeId
-from ..plan import Plan
-from ..snapshot import Snapshot
+from ..core.events import Event
+from ..core.model import AgentSession, BlockRun, Node, NodeId
+from ..core.policies.base import Router
+from .kv_index import RoutedIndex
 from .load import InFlight
-from .runs import RunSet
+from .options import SglangOptions
+from .runs import block_at
 
 
-class SglangCacheAwarePolicy:
+class SglangCacheAwarePolicy(Router):
     name = "sglang-cache-aware"
-    plans = False
 
-    def __init__(
-        self,
-        *,
-        cache_threshold: float = 0.3,
-        balance_abs_threshold: int = 64,
-        balance_rel_threshold: float = 1.5,
-        eviction_interval_s: float = 120.0,
-        max_tree_tokens: int = 1 << 26,
-        seed: int = 0,
-    ) -> None:
-        self.cache_threshold = cache_threshold
-        self.balance_abs_threshold = balance_abs_threshold
-        self.balance_rel_threshold = balance_rel_threshold
-        self.eviction_interval_s = eviction_interval_s
-        self.max_tree_tokens = max_tree_tokens
+    def __init__(self, options: SglangOptions | None = None) -> None:
+        options = options or SglangOptions()
+        self.cache_threshold = options.cache_threshold
+        self.balance_abs_threshold = options.balance_abs_threshold
+        self.balance_rel_threshold = options.balance_rel_threshold
+        self.eviction_interval_s = options.eviction_interval_s
+        self.max_tree_tokens = options.max_tree_tokens
         self.in_flight = InFlight()
-        self.trees: dict[NodeId, RunSet] = {}
-        self._stamp = 0
+        self.trees = RoutedIndex()
         self._next_eviction: float | None = None
-
-    def plan(self, snapshot: Snapshot) -> Plan:
-        return Plan(())
 
     def imbalanced(self, nodes: Mapping[NodeId, Node]) -> bool:
         loads = [self.in_flight.load(node) for node in nodes]
@@ -80,8 +69,7 @@ class SglangCacheAwarePolicy:
                 target = tenant
             else:
                 target = min(ordered, key=self.in_flight.load)
-        self._stamp += 1
-        self.trees.setdefault(target, RunSet(lru=True)).touch(runs, self._stamp)
+        self.trees.routed(target, runs)
         self.in_flight.dispatch(session.id, target)
         return target
 
@@ -95,7 +83,7 @@ class SglangCacheAwarePolicy:
             matched = tree.prefix(runs)
             if matched == 0:
                 continue
-            stamp = tree.stamp_at(_block_at(runs, matched - 1)) or 0
+            stamp = tree.stamp_at(block_at(runs, matched - 1)) or 0
             if (matched, stamp) > (best, newest):
                 best, tenant, newest = matched, node, stamp
         return best, tenant
@@ -109,14 +97,6 @@ class SglangCacheAwarePolicy:
         if now < self._next_eviction:
             return
         self._next_eviction = now + self.eviction_interval_s
-        for node_id, tree in self.trees.items():
+        for node_id, tree in self.trees.sets.items():
             block_size = nodes[node_id].block_size if node_id in nodes else 16
             tree.evict_to(self.max_tree_tokens // block_size)
-
-
-def _block_at(runs: tuple[BlockRun, ...], index: int) -> int:
-    for first, count in runs:
-        if index < count:
-            return first + index
-        index -= count
-    raise IndexError("index past the end of the runs")

@@ -1,14 +1,17 @@
 """Sets of KV block ids kept as disjoint runs: the prefix indexes of the cache-aware baselines.
 
-Block ids are prefix-chained (`model.BlockRun`), so "node b holds the first k blocks of this prompt" is the same as
-"the prompt's first k ids are all in b's set": a set of ids answers what a radix tree over blocks answers, without
-the tree. Ids arrive as a few long runs per prompt, so the set stores maximal segments `[start, end)`, each with
-the stamp of its last use; neighbours merge only when their stamps are equal.
+Block ids are prefix-chained (`BlockRun`, `core/model.py`), so "node b holds the first k blocks of this prompt" is
+the same as "the prompt's first k ids are all in b's set": a set of ids answers what a radix tree over blocks
+answers, without the tree. Ids arrive as a few long runs per prompt, so the set stores maximal segments
+`[start, end)`, each with the stamp of its last use; neighbours merge only when their stamps are equal.
 
-`RunSet` serves both kinds of index the baselines keep: exact ones fed by KV events (Dynamo: `add` on BlockStored,
-`discard` on BlockRemoved, stamps unused) and approximate ones fed by the router's own decisions with LRU trimming
-(SGLang, llm-d: `touch` stamps what a route inserted, `evict_to` trims the least recently used segments from their
-end, the deepest blocks of a path first, as a radix tree evicts leaves first).
+`RunSet` serves both kinds of index the baselines keep (`kv_index.py`): exact ones fed by KV events (`add` on
+BlockStored, `discard` on BlockRemoved, stamps unused) and approximate ones fed by the router's own decisions with
+LRU trimming (SGLang, llm-d: `touch` stamps what a route inserted, `evict_to` trims the least recently used segments
+from their end, the deepest blocks of a path first, as a radix tree evicts leaves first).
+
+The functions below read a prompt's block sequence as runs: its length (`block_count`), a cut of its head (`skip`,
+`truncate`), one id by position (`block_at`).
 
 Invariants: segments are non-empty, disjoint and sorted by start; `size` is the sum of their lengths; every live
 segment has an entry `(stamp, start)` in the heap (stale entries are skipped).
@@ -20,7 +23,7 @@ import heapq
 from bisect import bisect_right
 from collections.abc import Iterable
 
-from ..model import BlockRun
+from ..core.model import BlockRun
 
 
 class RunSet:
@@ -183,3 +186,40 @@ def union_size(run_lists: Iterable[Iterable[BlockRun]]) -> int:
             total += end - reach
             reach = end
     return total
+
+
+def block_count(runs: tuple[BlockRun, ...]) -> int:
+    return sum(count for _, count in runs)
+
+
+def skip(runs: tuple[BlockRun, ...], blocks: int) -> tuple[BlockRun, ...]:
+    """The sequence `runs` without its first `blocks` ids."""
+    kept: list[BlockRun] = []
+    for first, count in runs:
+        if blocks >= count:
+            blocks -= count
+            continue
+        kept.append((first + blocks, count - blocks))
+        blocks = 0
+    return tuple(kept)
+
+
+def truncate(runs: tuple[BlockRun, ...], limit: int) -> tuple[BlockRun, ...]:
+    """The first `limit` ids of the sequence `runs`."""
+    kept: list[BlockRun] = []
+    left = limit
+    for first, count in runs:
+        if left <= 0:
+            break
+        kept.append((first, min(count, left)))
+        left -= count
+    return tuple(kept)
+
+
+def block_at(runs: tuple[BlockRun, ...], index: int) -> int:
+    """The id at position `index` of the sequence `runs`."""
+    for first, count in runs:
+        if index < count:
+            return first + index
+        index -= count
+    raise IndexError("index past the end of the runs")

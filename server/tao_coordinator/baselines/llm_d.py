@@ -13,11 +13,12 @@ The approximate producer hashes 64-character blocks (16 tokens × 4 characters p
 a block is a 16-token KV block id from `Acquire.prompt_block_runs`, so `maxPrefixBlocks` = 256 covers the first 4,096
 tokens. Total blocks count the trailing partial block (hashed there, never matched later). The index learns only from
 the scheduler's own picks (no engine evictions). `waiting` and `kv_usage` come from a `/metrics` scrape of each node
-(`inputs = {"node_load"}`). The random tie-break draws from `random.Random(seed)`.
+(`inputs = {Feed.NODE_LOAD}`). The random tie-break draws from `random.Random(seed)`. Options: `LlmdOptions`,
+`LlmdPreciseOptions` (`baselines/options.py`).
 
 `llm-d-precise` is the precise-prefix profile (§3.2, §3.4): the same 3/2/2 weights and picker, with the prefix score
 of `precise-prefix-cache-scorer` (`llm-d/llm-d-router` `preciseprefixcache/precise_prefix_cache.go`) over the
-`llm-d/llm-d-kv-cache` index fed by KV events (`inputs` adds `"kv_events"`):
+`llm-d/llm-d-kv-cache` index fed by KV events (`inputs` adds `Feed.KV_EVENTS`, `kv_index.py`):
 
     prefix[p] = min(1, Σ_{i < n_p} max_{m holds block i on p} weight[m] / floor(tokens / block_size))
 
@@ -33,27 +34,17 @@ events and the trailing partial block is never counted.
 from __future__ import annotations
 
 import random
+from abc import abstractmethod
 from collections.abc import Mapping
 from itertools import pairwise
 
-from ..events import Event, KvCacheEvent
-from ..model import AgentSession, BlockRun, Node, NodeId
-from ..plan import Plan
-from ..snapshot import Snapshot
-from .runs import RunSet
-
-DEFAULT_MEDIUM_WEIGHTS = {"gpu": 1.0, "cpu": 0.8}
-
-
-def truncate(runs: tuple[BlockRun, ...], limit: int) -> tuple[BlockRun, ...]:
-    kept: list[BlockRun] = []
-    left = limit
-    for first, count in runs:
-        if left <= 0:
-            break
-        kept.append((first, min(count, left)))
-        left -= count
-    return tuple(kept)
+from ..core.events import Event, KvCacheEvent
+from ..core.model import AgentSession, BlockRun, Node, NodeId
+from ..core.policies.base import Feed, Router
+from .kv_index import KvIndex, RoutedIndex
+from .load import prompt_tokens
+from .options import EppOptions, LlmdOptions, LlmdPreciseOptions
+from .runs import truncate
 
 
 def epp_scores(nodes: list[Node], prefixes: list[float], weights: tuple[float, float, float]) -> list[float]:
@@ -67,58 +58,57 @@ def epp_scores(nodes: list[Node], prefixes: list[float], weights: tuple[float, f
     return result
 
 
-def max_score(nodes: list[Node], scores: list[float], rng: random.Random) -> Node:
-    """The EPP's max-score picker: a uniformly random one among the highest scores."""
-    best = max(scores)
-    return rng.choice([node for node, score in zip(nodes, scores, strict=True) if score == best])
+class EppRouter(Router):
+    """The EPP both profiles share: score every healthy node (in name order), pick a uniformly random best one."""
 
-
-class LlmdPolicy:
-    name = "llm-d"
-    plans = False
-    inputs = frozenset({"node_load"})
-
-    def __init__(
-        self,
-        *,
-        prefix_weight: float = 3.0,
-        kv_weight: float = 2.0,
-        queue_weight: float = 2.0,
-        max_prefix_blocks: int = 256,
-        seed: int = 0,
-    ) -> None:
-        self.weights = (prefix_weight, kv_weight, queue_weight)
-        self.max_prefix_blocks = max_prefix_blocks
+    def __init__(self, options: EppOptions, seed: int) -> None:
+        self.weights = (options.prefix_weight, options.kv_weight, options.queue_weight)
         self.rng = random.Random(seed)
-        self.index: dict[NodeId, RunSet] = {}
-        self._stamp = 0
 
-    def plan(self, snapshot: Snapshot) -> Plan:
-        return Plan(())
+    @abstractmethod
+    def prefixes(self, session: AgentSession, nodes: list[Node]) -> list[float]:
+        """Each node's prefix score before the weights (the profiles differ only here)."""
 
     def scores(self, session: AgentSession, nodes: list[Node]) -> list[float]:
-        runs = truncate(session.prompt_block_runs, self.max_prefix_blocks)
-        tokens = session.expected_input_tokens or session.context_tokens
-        total = min(self.max_prefix_blocks, -(-tokens // nodes[0].block_size)) if tokens else 0
-        prefixes = []
-        for node in nodes:
-            index = self.index.get(node.id)
-            prefixes.append(index.prefix(runs) / total if index is not None and total else 0.0)
-        return epp_scores(nodes, prefixes, self.weights)
+        return epp_scores(nodes, self.prefixes(session, nodes), self.weights)
 
     def route(self, session: AgentSession, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
         if not nodes:
             return None
         ordered = [nodes[node_id] for node_id in sorted(nodes)]
-        chosen = max_score(ordered, self.scores(session, ordered), self.rng)
-        self._stamp += 1
-        index = self.index.setdefault(chosen.id, RunSet(lru=True))
-        index.touch(truncate(session.prompt_block_runs, self.max_prefix_blocks), self._stamp)
-        index.evict_to(chosen.capacity_tokens // chosen.block_size + 1)
+        scores = self.scores(session, ordered)
+        best = max(scores)
+        chosen = self.rng.choice([node for node, score in zip(ordered, scores, strict=True) if score == best])
+        self.picked(session, chosen)
         return chosen.id
 
-    def observe(self, event: Event, now: float) -> None:
-        return None
+    def picked(self, session: AgentSession, node: Node) -> None:
+        """After the pick: what the profile learns from its own decision (nothing, by default)."""
+
+
+class LlmdPolicy(EppRouter):
+    name = "llm-d"
+    inputs = frozenset({Feed.NODE_LOAD})
+
+    def __init__(self, options: LlmdOptions | None = None, *, seed: int = 0) -> None:
+        options = options or LlmdOptions()
+        super().__init__(options, seed)
+        self.max_prefix_blocks = options.max_prefix_blocks
+        self.index = RoutedIndex()
+
+    def prefixes(self, session: AgentSession, nodes: list[Node]) -> list[float]:
+        runs = truncate(session.prompt_block_runs, self.max_prefix_blocks)
+        tokens = prompt_tokens(session)
+        total = min(self.max_prefix_blocks, -(-tokens // nodes[0].block_size)) if tokens else 0
+        prefixes = []
+        for node in nodes:
+            index = self.index.get(node.id)
+            prefixes.append(index.prefix(runs) / total if index is not None and total else 0.0)
+        return prefixes
+
+    def picked(self, session: AgentSession, node: Node) -> None:
+        index = self.index.routed(node.id, truncate(session.prompt_block_runs, self.max_prefix_blocks))
+        index.evict_to(node.capacity_tokens // node.block_size + 1)
 
 
 def weighted_prefix(held: list[tuple[float, list[tuple[int, int]]]]) -> float:
@@ -133,51 +123,32 @@ def weighted_prefix(held: list[tuple[float, list[tuple[int, int]]]]) -> float:
     return score
 
 
-class LlmdPrecisePolicy:
+def _lower(medium: str) -> str:
+    return medium.lower()
+
+
+class LlmdPrecisePolicy(EppRouter):
     name = "llm-d-precise"
-    plans = False
-    inputs = frozenset({"node_load", "kv_events"})
+    inputs = frozenset({Feed.NODE_LOAD, Feed.KV_EVENTS})
 
-    def __init__(
-        self,
-        *,
-        prefix_weight: float = 3.0,
-        kv_weight: float = 2.0,
-        queue_weight: float = 2.0,
-        gpu_weight: float = DEFAULT_MEDIUM_WEIGHTS["gpu"],
-        cpu_weight: float = DEFAULT_MEDIUM_WEIGHTS["cpu"],
-        seed: int = 0,
-    ) -> None:
-        self.weights = (prefix_weight, kv_weight, queue_weight)
-        self.medium_weights = {"gpu": gpu_weight, "cpu": cpu_weight}
-        self.rng = random.Random(seed)
-        self.index: dict[NodeId, dict[str, RunSet]] = {}
-
-    def plan(self, snapshot: Snapshot) -> Plan:
-        return Plan(())
+    def __init__(self, options: LlmdPreciseOptions | None = None, *, seed: int = 0) -> None:
+        options = options or LlmdPreciseOptions()
+        super().__init__(options, seed)
+        self.medium_weights = {"gpu": options.gpu_weight, "cpu": options.cpu_weight}
+        self.index = KvIndex(_lower, clears=False)
 
     def medium_weight(self, medium: str) -> float:
         return self.medium_weights.get(medium, 1.0)
 
     def prefix_blocks(self, node_id: NodeId, runs: tuple[BlockRun, ...]) -> float:
         """The pod's weighted count of consecutive prompt blocks (before dividing by the prompt's blocks)."""
-        media = self.index.get(node_id, {})
+        media = self.index.on(node_id)
         return weighted_prefix([(self.medium_weight(medium), index.held(runs)) for medium, index in media.items()])
 
-    def scores(self, session: AgentSession, nodes: list[Node]) -> list[float]:
-        tokens = session.expected_input_tokens or session.context_tokens
-        total = tokens // nodes[0].block_size
-        prefixes = [self.prefix_blocks(node.id, session.prompt_block_runs) / total if total else 0.0 for node in nodes]
-        return epp_scores(nodes, prefixes, self.weights)
-
-    def route(self, session: AgentSession, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
-        if not nodes:
-            return None
-        ordered = [nodes[node_id] for node_id in sorted(nodes)]
-        return max_score(ordered, self.scores(session, ordered), self.rng).id
+    def prefixes(self, session: AgentSession, nodes: list[Node]) -> list[float]:
+        total = prompt_tokens(session) // nodes[0].block_size
+        return [self.prefix_blocks(node.id, session.prompt_block_runs) / total if total else 0.0 for node in nodes]
 
     def observe(self, event: Event, now: float) -> None:
         if isinstance(event, KvCacheEvent):
-            index = self.index.setdefault(event.node_id, {}).setdefault(event.medium.lower(), RunSet())
-            index.discard(event.removed)
-            index.add(event.stored)
+            self.index.observe(event)

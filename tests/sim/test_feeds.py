@@ -8,6 +8,7 @@ from tao_coordinator.core.errors import InvalidEvent, UnknownNode, UnknownSessio
 from tao_coordinator.core.events import Acquire, KvCacheEvent, LlmFirstToken, NodeUpdate, Register, Tick
 from tao_coordinator.core.plan import Plan
 from tao_coordinator.core.policies import make_policy
+from tao_coordinator.core.policies.base import Feed, PlanningPolicy, Router
 from tao_coordinator.core.settings import CoreSettings
 from tao_coordinator.sim.driver import FleetSimulation
 from tao_coordinator.sim.feeds import RouterFeeds
@@ -15,18 +16,14 @@ from tao_coordinator.sim.node import NodeEngine, profile_by_name
 from tao_coordinator.sim.workloads import generate
 
 
-class Recorder:
+class Recorder(Router):
     """A router that remembers what it saw."""
 
     name = "recorder"
-    plans = False
 
     def __init__(self):
         self.routed = []
         self.observed = []
-
-    def plan(self, snapshot):
-        return Plan(())
 
     def route(self, session, nodes, now):
         self.routed.append((session.expected_input_tokens, session.prompt_block_runs, dict(nodes)))
@@ -105,7 +102,7 @@ def test_the_simulator_sends_each_policy_only_the_feeds_it_reads():
     profile = profile_by_name("h100-tp2")
     dynamo = FleetSimulation(workload, "dynamo", 3, profile, 2)
     dynamo.run()
-    assert any(index.size for index in dynamo.coordinator.policy.index.values())  # KV events arrived
+    assert any(index.size for index in dynamo.coordinator.policy.index.sets.values())  # KV events arrived
     llmd = FleetSimulation(workload, "llm-d", 3, profile, 2)
     assert not llmd.feeds.kv_events and llmd.feeds.node_load
     # TAO's adaptive utilisation target reads the scraped preemptions and waiting queue, nothing else
@@ -117,30 +114,23 @@ def test_the_simulator_sends_each_policy_only_the_feeds_it_reads():
 
 def test_a_scrape_is_taken_at_most_once_per_interval():
     engines = {"a": NodeEngine(profile_by_name("h100-tp2"))}
-    feeds = RouterFeeds(frozenset({"node_load"}), engines, scrape_interval_s=0.05)
+    feeds = RouterFeeds(frozenset({Feed.NODE_LOAD}), engines, scrape_interval_s=0.05)
     assert len(feeds.scrape(0.0)) == 1
     assert feeds.scrape(0.04) == []
     assert feeds.scrape(0.05)[0].node_id == "a"
     assert RouterFeeds(frozenset(), engines).scrape(1.0) == []
 
 
-class Admits:
+class Admits(PlanningPolicy):
     """An admission policy that admits every waiting session on node `a` at weight 0 (its own capacity rule)."""
 
     name = "admits"
-    plans = True
 
     def plan(self, snapshot):
         from tao_coordinator.core.plan import Placement
 
         waiting = [s for s in snapshot.sessions if s.node is None]
         return Plan(tuple(Placement(s.id, s.version, "a", 0) for s in waiting))
-
-    def route(self, session, nodes, now):
-        return session.node if session.node in nodes else None
-
-    def observe(self, event, now):
-        return None
 
 
 def test_a_placement_of_weight_zero_is_not_held_to_taos_utilisation_target():

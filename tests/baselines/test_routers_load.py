@@ -1,10 +1,10 @@
 """Least-loaded and SGLang cache-aware on hand-made fleets: each rule of the reference, one situation each."""
 
+from tao_coordinator.baselines.least_loaded import LeastLoadedPolicy
+from tao_coordinator.baselines.round_robin import RoundRobinPolicy
+from tao_coordinator.baselines.sglang import SglangCacheAwarePolicy
 from tao_coordinator.core.events import Close, LlmEnd
 from tao_coordinator.core.model import AgentProfile, AgentSession, Node
-from tao_coordinator.core.policies.least_loaded import LeastLoadedPolicy
-from tao_coordinator.core.policies.round_robin import RoundRobinPolicy
-from tao_coordinator.core.policies.sglang import SglangCacheAwarePolicy
 
 
 def _session(sid, tokens=1600, runs=()):

@@ -1,8 +1,9 @@
 """ThunderAgent's released rules on hand-made snapshots: pause smallest ACTING first, the marking quirk, resume order
 with worst-fit placement, new-program queueing, decay variants, forced resume."""
 
+from tao_coordinator.baselines.options import ThunderAgentOptions
+from tao_coordinator.baselines.thunderagent import ThunderAgentPolicy
 from tao_coordinator.core.model import AgentProfile, AgentSession, DurationHints, Node, Phase, RunningTool
-from tao_coordinator.core.policies.thunderagent import ThunderAgentPolicy
 from tao_coordinator.core.settings import CoreSettings
 from tao_coordinator.core.snapshot import Snapshot
 
@@ -80,8 +81,9 @@ def test_a_new_program_goes_to_the_least_active_backend_unless_the_queue_is_busy
 def test_decay_off_counts_acting_tokens_in_full_the_paper_halves_them_every_second():
     sessions = (prog("r", 60_000, Phase.IN_LLM, "a"), prog("t", 45_000, Phase.IN_TOOL, "a", since=0.0))
     assert plan(ThunderAgentPolicy(), 3.0, *sessions) == {"t": None}
-    assert plan(ThunderAgentPolicy(decay="resume"), 3.0, *sessions) == {"t": None}  # the code's flag: resume only
-    assert plan(ThunderAgentPolicy(decay="paper"), 3.0, *sessions) == {}  # 45,000 / 8 fits
+    resume_only = ThunderAgentPolicy(ThunderAgentOptions(decay="resume"))  # the code's flag
+    assert plan(resume_only, 3.0, *sessions) == {"t": None}
+    assert plan(ThunderAgentPolicy(ThunderAgentOptions(decay="paper")), 3.0, *sessions) == {}  # 45,000 / 8 fits
 
 
 def test_a_request_that_waited_1800_s_is_forced_onto_the_least_active_backend():

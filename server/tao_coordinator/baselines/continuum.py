@@ -25,7 +25,8 @@ its output, so decode growth is left to the engine (which preempts when KV runs 
 Tool names: the preview parses the tool from the reply (the first word of its only ```bash block, the mini-swe-agent
 v1 text format) and finds none in tool-calling harnesses (Claude Code, OpenCode) — so it pins only for sessions whose
 harness is in `text_harnesses` and tools that are real commands (not a `<placeholder>`). The mean is the running mean
-of (next request − previous answer) per tool over all jobs. Deterministic.
+of (next request − previous answer) per tool over all jobs. Deterministic. Options: `ContinuumOptions`
+(`baselines/options.py`).
 
 Tiers: the preview reads none. Pins hold blocks in the GPU KV cache manager and need is counted in GPU blocks; it
 consumes no KV events, so an offloading tier below HBM changes only what the engine does with unpinned blocks.
@@ -33,12 +34,14 @@ consumes no KV events, so an offloading tier below HBM changes only what the eng
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
-from ..events import Acquire, Close, Event, ToolStart
-from ..model import AgentSession, Node, NodeId, Phase, SessionId
-from ..plan import Placement, Plan
-from ..snapshot import Snapshot
+from ..core.events import Acquire, Close, Event, ToolStart
+from ..core.model import AgentSession, Node, NodeId, Phase, SessionId
+from ..core.plan import Placement, Plan
+from ..core.policies.base import PlanningPolicy
+from ..core.snapshot import Snapshot
+from .options import ContinuumOptions
 
 
 def asks(session: AgentSession) -> bool:
@@ -48,25 +51,16 @@ def asks(session: AgentSession) -> bool:
     return session.phase is Phase.READY
 
 
-class ContinuumPolicy:
+class ContinuumPolicy(PlanningPolicy):
     name = "continuum"
-    plans = True
 
-    def __init__(
-        self,
-        *,
-        pin_s: float = 2.0,
-        text_harnesses: Iterable[str] = ("mini-swe-agent",),
-        seed: int = 0,
-    ) -> None:
-        self.pin_s = pin_s
-        self.text_harnesses = frozenset(text_harnesses)
+    def __init__(self, options: ContinuumOptions | None = None) -> None:
+        options = options or ContinuumOptions()
+        self.pin_s = options.pin_s
+        self.text_harnesses = frozenset(options.text_harnesses)
         self.means: dict[str, tuple[float, int]] = {}
         self.pinned_until: dict[SessionId, float] = {}
         self._departures: dict[SessionId, tuple[str, float]] = {}
-
-    def route(self, session: AgentSession, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
-        return session.node if session.node in nodes else None
 
     def wake_times(self, session: AgentSession) -> Iterable[float]:
         """A pin's end; and the moment a session without a place asks for a call, so that a plan considers it even

@@ -4,7 +4,8 @@ Source: `reference/routers-and-baselines.md` §5.1, the released code (`ThunderA
 `router_mode="tr"`): scheduler_interval 5 s, acting_token_weight 1.0, 100-token buffer per program, forced resume
 after 1800 s, `use_acting_token_decay = False`. `decay="paper"` is the paper's Eq. 7 (acting tokens weighted
 2^(−t) in the pause check too, t in seconds since the program started acting); `decay="resume"` is the code's flag
-(decay in resume only). Registered as `thunderagent` (decay off) and `thunderagent-paper`.
+(decay in resume only). Registered as `thunderagent` (decay off) and `thunderagent-paper`; options:
+`ThunderAgentOptions` (`baselines/options.py`).
 
     rem(b) = C_b − (Σ_{R on b} c + A_b + 100·n_b)      A_b = Σ_{A on b} c·2^(−t) with decay, else 1.0·Σ c
     new program:  if the global queue is empty, the backend with the least active tokens among those with
@@ -31,13 +32,13 @@ offloading tier changes nothing in its decisions (only in what the engine does w
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..events import Event
-from ..model import AgentSession, Node, NodeId, Phase, SessionId
-from ..plan import Placement, Plan
-from ..snapshot import Snapshot
+from ..core.model import AgentSession, NodeId, Phase, SessionId
+from ..core.plan import Placement, Plan
+from ..core.policies.base import PlanningPolicy
+from ..core.snapshot import Snapshot
+from .options import ThunderAgentOptions, ThunderAgentPaperOptions
 
 
 @dataclass(slots=True)
@@ -72,40 +73,23 @@ def is_acting(session: AgentSession) -> bool:
     return session.completed_calls > 0 and session.phase in (Phase.IN_TOOL, Phase.ADMITTED)
 
 
-class ThunderAgentPolicy:
-    plans = True
+class ThunderAgentPolicy(PlanningPolicy):
+    plan_interval_s: float
+    """The scheduler's tick: resume and pause run at most this often."""
 
-    def __init__(
-        self,
-        name: str = "thunderagent",
-        *,
-        decay: str = "off",
-        interval_s: float = 5.0,
-        acting_weight: float = 1.0,
-        buffer_tokens: int = 100,
-        force_resume_s: float = 1800.0,
-        half_life_s: float = 1.0,
-        seed: int = 0,
-    ) -> None:
-        if decay not in ("off", "resume", "paper"):
-            raise ValueError(f"decay: one of off, resume, paper; got {decay!r}")
+    def __init__(self, options: ThunderAgentOptions | None = None, name: str = "thunderagent") -> None:
+        options = options or ThunderAgentOptions()
         self.name = name
-        self.decay = decay
-        self.plan_interval_s = interval_s
-        self.acting_weight = acting_weight
-        self.buffer = buffer_tokens
-        self.force_resume_s = force_resume_s
-        self.half_life_s = half_life_s
+        self.decay = options.decay
+        self.plan_interval_s = options.interval_s
+        self.acting_weight = options.acting_weight
+        self.buffer = options.buffer_tokens
+        self.force_resume_s = options.force_resume_s
+        self.half_life_s = options.half_life_s
         self.marked: set[SessionId] = set()
         self.queued: set[SessionId] = set()
         self._seen: set[SessionId] = set()
         self._next_tick: float | None = None
-
-    def route(self, session: AgentSession, nodes: Mapping[NodeId, Node], now: float) -> NodeId | None:
-        return session.node if session.node in nodes else None
-
-    def observe(self, event: Event, now: float) -> None:
-        return None
 
     def plan(self, snapshot: Snapshot) -> Plan:
         now = snapshot.now
@@ -231,10 +215,5 @@ def _active(backend: _Backend) -> int:
     return sum(program_tokens(s) for s in backend.programs.values())
 
 
-def thunderagent(*, seed: int = 0, **options: object) -> ThunderAgentPolicy:
-    return ThunderAgentPolicy("thunderagent", **options)  # type: ignore[arg-type]
-
-
-def thunderagent_paper(*, seed: int = 0, **options: object) -> ThunderAgentPolicy:
-    options.setdefault("decay", "paper")
-    return ThunderAgentPolicy("thunderagent-paper", **options)  # type: ignore[arg-type]
+def thunderagent_paper(options: ThunderAgentPaperOptions | None = None) -> ThunderAgentPolicy:
+    return ThunderAgentPolicy(options or ThunderAgentPaperOptions(), "thunderagent-paper")

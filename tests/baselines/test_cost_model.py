@@ -5,21 +5,23 @@ import random
 from collections import Counter
 
 import pytest
+from pydantic import ValidationError
 
-from tao_coordinator.core.events import KvCacheEvent, LlmEnd, LlmFirstToken, ToolStart
-from tao_coordinator.core.model import AgentProfile, AgentSession, Node, NodeRates
-from tao_coordinator.core.policies import UnknownPolicy, make_policy
-from tao_coordinator.core.policies.cost_model import (
+from tao_coordinator.baselines.choice import pick
+from tao_coordinator.baselines.cost_model import (
     LOAD_TOKENS_PER_S,
     PREFILL_TOKENS_PER_S,
     Alphas,
     CostModelPolicy,
     Terms,
-    worker_cost,
+    unified_cost,
 )
-from tao_coordinator.core.policies.dynamo import pick
-from tao_coordinator.core.policies.dynamo import worker_cost as dynamo_cost
-from tao_coordinator.core.policies.step_fit import STEP_PRIOR, StepFit
+from tao_coordinator.baselines.dynamo import dynamo_cost
+from tao_coordinator.baselines.options import CostModelOptions
+from tao_coordinator.baselines.step_fit import STEP_PRIOR, StepFit
+from tao_coordinator.core.events import KvCacheEvent, LlmEnd, LlmFirstToken, ToolStart
+from tao_coordinator.core.model import AgentProfile, AgentSession, Node, NodeRates
+from tao_coordinator.core.policies import UnknownPolicy, make_policy
 
 # The study's parameters (cost-model.md §3), costs in µs: α_p 1 µs/token, α_d 50 µs/token, α_d2 0.001,
 # PCIe 64 GB/s at 0.5 KB of KV per token = 128 tokens/µs, α_ho 100, Q_slack 4, α_wf 5,000 µs, λ = 1/120 s.
@@ -35,9 +37,9 @@ W3 = Terms(prefill_tokens=8000, decode_steps=0, kv_token_time=0)
 
 
 def study_costs(link_busy: float) -> list[float]:
-    w1 = worker_cost(W1, Alphas(**{**_fields(STUDY), "affinity_s": 5000.0}))
-    w2 = worker_cost(W2, Alphas(**{**_fields(STUDY), "link_busy": link_busy}))
-    return [w1, w2, worker_cost(W3, STUDY)]
+    w1 = unified_cost(W1, Alphas(**{**_fields(STUDY), "affinity_s": 5000.0}))
+    w2 = unified_cost(W2, Alphas(**{**_fields(STUDY), "link_busy": link_busy}))
+    return [w1, w2, unified_cost(W3, STUDY)]
 
 
 def _fields(alphas: Alphas) -> dict[str, float]:
@@ -57,7 +59,7 @@ def test_the_study_example_chooses_w3_recompute_is_cheapest():
     assert costs.index(min(costs)) == 2
     # The study's own p_eff = ISL − HBM hits would charge W2's CPU hits twice (8,000 of prefill and their load):
     # 18,108.7; the choice is W3 either way.
-    assert worker_cost(Terms(8000, 200, 25_000, 7500), Alphas(**{**_fields(STUDY), "link_busy": 0.3})) > 18_000
+    assert unified_cost(Terms(8000, 200, 25_000, 7500), Alphas(**{**_fields(STUDY), "link_busy": 0.3})) > 18_000
 
 
 def test_a_congested_link_makes_w2_dearer_and_it_still_does_not_win():
@@ -137,7 +139,7 @@ def test_with_the_step_time_priors_the_link_load_decides_between_w1_and_w2():
 
     policy, nodes = fleet(0)
     session = _session("r", 8000, ((0, 500),), output=500)
-    costs = {name: worker_cost(*policy.terms(session, node, 0.0)[:2]) for name, node in nodes.items()}
+    costs = {name: unified_cost(*policy.terms(session, node, 0.0)[:2]) for name, node in nodes.items()}
     assert costs["w3"] == pytest.approx(8000 / PREFILL_TOKENS_PER_S)
     kv_w2 = 8000 * 200 + 200**2 / 2
     load = 7488 / LOAD_TOKENS_PER_S
@@ -231,7 +233,7 @@ def test_temperature_spreads_choices_and_zero_keeps_the_cheapest():
         return chosen
 
     assert draws(CostModelPolicy()) == {"a": 400}
-    soft = draws(CostModelPolicy(temperature=1.0, seed=3))
+    soft = draws(CostModelPolicy(CostModelOptions(temperature=1.0), seed=3))
     # two workers: normalised costs 0 and 1 at T = 1, p(b) = e^-1 / (1 + e^-1) ≈ 0.269
     assert abs(soft["b"] / 400 - 0.269) < 0.05
 
@@ -250,8 +252,8 @@ def test_temperature_spreads_choices_and_zero_keeps_the_cheapest():
 )
 def test_bad_parameters_raise_clear_errors(options):
     name = next(iter(options))
-    with pytest.raises(ValueError, match=f"cost-model: {name} must be a finite number"):
-        CostModelPolicy(**options)
+    with pytest.raises(ValidationError, match=name):
+        CostModelOptions(**options)
 
 
 def test_the_registry_builds_it_with_options():

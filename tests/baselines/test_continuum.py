@@ -2,11 +2,11 @@
 release when the pin runs out, job-FCFS admission with head-of-line blocking per node. A session needs its prompt:
 vLLM admits a request when its prompt's blocks fit."""
 
+from tao_coordinator.baselines.continuum import ContinuumPolicy
 from tao_coordinator.core.actions import Admit, Interrupt, Route
 from tao_coordinator.core.coordinator import Coordinator
 from tao_coordinator.core.events import Acquire, LlmEnd, NodeUpdate, Register, Tick, ToolEnd, ToolStart
 from tao_coordinator.core.model import AgentProfile
-from tao_coordinator.core.policies.continuum import ContinuumPolicy
 from tao_coordinator.core.settings import CoreSettings
 
 MINI = AgentProfile(harness="mini-swe-agent")

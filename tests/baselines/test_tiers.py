@@ -3,12 +3,14 @@ precise-prefix medium weights (reference/routers-and-baselines.md §1.1, §1.6, 
 
 import pytest
 
+from tao_coordinator.baselines.dynamo import DynamoPolicy, storage_tier
+from tao_coordinator.baselines.llm_d import LlmdPolicy, LlmdPrecisePolicy, weighted_prefix
+from tao_coordinator.baselines.runs import skip
 from tao_coordinator.core.errors import InvalidEvent
 from tao_coordinator.core.events import KvCacheEvent
 from tao_coordinator.core.model import AgentProfile, AgentSession, Node
 from tao_coordinator.core.policies import BASELINES, make_policy
-from tao_coordinator.core.policies.dynamo import DynamoPolicy, skip, storage_tier
-from tao_coordinator.core.policies.llm_d import LlmdPolicy, LlmdPrecisePolicy, weighted_prefix
+from tao_coordinator.core.policies.base import Feed
 
 
 def _session(sid, tokens, runs=()):
@@ -54,7 +56,7 @@ def test_dynamo_weighs_host_blocks_by_three_quarters_and_prefers_device_to_host_
     assert policy.route(prompt, nodes, 0.0) == "dev"
     del nodes["dev"]
     assert policy.route(_session("t", 1760, ((0, 110),)), nodes, 0.0) == "host"
-    assert policy.active["host"]["t"].prefill_tokens == 1760 - 75 * 16
+    assert policy.calls.at("t", "host").prefill_tokens == 1760 - 75 * 16
 
 
 def test_dynamo_host_and_disk_overlap_continue_the_device_match():
@@ -73,11 +75,11 @@ def test_dynamo_tier_events_leave_other_tiers_alone():
     policy.observe(KvCacheEvent("a", stored=((0, 50),)), 0.0)
     policy.observe(KvCacheEvent("a", stored=((0, 50),), medium="CPU"), 0.0)
     policy.observe(KvCacheEvent("a", removed=((0, 50),), medium="CPU"), 1.0)
-    assert policy.index["a"].prefix(((0, 50),)) == 50
+    assert policy.index.prefix("a", "device", ((0, 50),)) == 50
     policy.observe(KvCacheEvent("a", stored=((0, 50),), medium="CPU"), 2.0)
     policy.observe(KvCacheEvent("a", removed=((0, 50),)), 3.0)
-    assert policy.index["a"].prefix(((0, 50),)) == 0
-    assert policy.lower["a"]["host_pinned"].prefix(((0, 50),)) == 50
+    assert policy.index.prefix("a", "device", ((0, 50),)) == 0
+    assert policy.index.prefix("a", "host_pinned", ((0, 50),)) == 50
     policy.observe(KvCacheEvent("a", cleared=True), 4.0)  # AllBlocksCleared is the device's
     assert policy.overlaps("a", ((0, 50),))["host_pinned"] == 50
 
@@ -91,7 +93,7 @@ def test_weighted_prefix_takes_the_best_medium_per_block_and_stops_at_the_first_
 
 def test_llmd_precise_scores_cpu_blocks_at_0_8_gpu_blocks_at_1():
     policy = LlmdPrecisePolicy()
-    assert policy.inputs == frozenset({"node_load", "kv_events"})
+    assert policy.inputs == frozenset({Feed.NODE_LOAD, Feed.KV_EVENTS})
     policy.observe(KvCacheEvent("a", stored=((0, 40),)), 0.0)
     policy.observe(KvCacheEvent("a", stored=((40, 50),), medium="CPU"), 0.0)
     policy.observe(KvCacheEvent("a", stored=((95, 5),)), 0.0)  # beyond the first miss (block 90)
@@ -122,4 +124,4 @@ def test_registry_knows_the_precise_profile_and_keeps_llm_d_approximate():
     assert "llm-d-precise" in BASELINES
     assert isinstance(make_policy("llm-d-precise"), LlmdPrecisePolicy)
     assert make_policy("llm-d-precise[cpu_weight=0.5]").medium_weights == {"gpu": 1.0, "cpu": 0.5}
-    assert make_policy("llm-d").inputs == LlmdPolicy.inputs == frozenset({"node_load"})
+    assert make_policy("llm-d").inputs == LlmdPolicy.inputs == frozenset({Feed.NODE_LOAD})

@@ -3,10 +3,12 @@
 import random
 from collections import Counter
 
+from tao_coordinator.baselines.choice import pick
+from tao_coordinator.baselines.dynamo import DynamoPolicy, dynamo_cost
+from tao_coordinator.baselines.llm_d import LlmdPolicy
+from tao_coordinator.baselines.runs import truncate
 from tao_coordinator.core.events import KvCacheEvent, LlmEnd, LlmFirstToken
 from tao_coordinator.core.model import AgentProfile, AgentSession, Node
-from tao_coordinator.core.policies.dynamo import DynamoPolicy, pick, worker_cost
-from tao_coordinator.core.policies.llm_d import LlmdPolicy, truncate
 
 
 def _session(sid, tokens, runs=()):
@@ -21,15 +23,15 @@ def _nodes(*names, **loads):
 
 def test_dynamo_reproduces_the_worked_example_of_its_router_guide():
     # router_guide.md (weight 1.0): W1 8 + 10 = 18, W2 5 + 5 = 10 (selected), W3 2 + 9 = 11
-    costs = [worker_cost(8, 0, 10), worker_cost(5, 0, 5), worker_cost(2, 0, 9)]
+    costs = [dynamo_cost(8, 0, 10), dynamo_cost(5, 0, 5), dynamo_cost(2, 0, 9)]
     assert costs == [18, 10, 11]
     assert pick(costs, 0.0, random.Random(0)) == 1
 
 
 def test_dynamo_cost_credits_cached_blocks_and_clamps_prefill_at_zero():
-    assert worker_cost(raw_prefill_blocks=100, overlap_blocks=60, decode_blocks=40) == 80
-    assert worker_cost(raw_prefill_blocks=100, overlap_blocks=160, decode_blocks=40) == 40
-    assert worker_cost(100, 60, 40, credit=0.5, scale=2.0) == 2 * 70 + 40
+    assert dynamo_cost(raw_prefill_blocks=100, overlap_blocks=60, decode_blocks=40) == 80
+    assert dynamo_cost(raw_prefill_blocks=100, overlap_blocks=160, decode_blocks=40) == 40
+    assert dynamo_cost(100, 60, 40, credit=0.5, scale=2.0) == 2 * 70 + 40
 
 
 def test_dynamo_follows_the_kv_events_until_decode_load_outweighs_the_cache():
@@ -39,19 +41,19 @@ def test_dynamo_follows_the_kv_events_until_decode_load_outweighs_the_cache():
     prompt = _session("s", 1760, ((0, 110),))  # 110 blocks
     # a: prefill 110 + decode 110 = 220; b: prefill 110 − 100 = 10 + decode 110 = 120
     assert policy.route(prompt, nodes, 0.0) == "b"
-    assert policy.active["b"]["s"].prefill_tokens == 1760 - 1600
+    assert policy.calls.at("s", "b").prefill_tokens == 1760 - 1600
     # another 110-block session, cached nowhere: a costs 220; b costs (160 + 1760)/16 + 220 = 340 → a
     assert policy.route(_session("t", 1760, ((5000, 110),)), nodes, 0.0) == "a"
     # the prefill of s is done: its uncached tokens leave b's prefill load, its blocks stay as decode load
     policy.observe(LlmFirstToken("s", "b"), 1.0)
-    assert policy.active["b"]["s"].prefill_tokens == 0
+    assert policy.calls.at("s", "b").prefill_tokens == 0
     policy.observe(LlmEnd("s", "b"), 2.0)
-    assert "s" not in policy.active["b"]
+    assert policy.calls.at("s", "b") is None
     # an eviction event removes the credit
     policy.observe(KvCacheEvent("b", removed=((50, 50),)), 3.0)
-    assert policy.index["b"].prefix(((0, 110),)) == 50
+    assert policy.index.prefix("b", "device", ((0, 110),)) == 50
     policy.observe(KvCacheEvent("b", cleared=True), 4.0)
-    assert policy.index["b"].prefix(((0, 110),)) == 0
+    assert policy.index.prefix("b", "device", ((0, 110),)) == 0
 
 
 def test_dynamo_counts_blocks_shared_by_active_calls_once():

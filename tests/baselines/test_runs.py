@@ -5,7 +5,7 @@ from itertools import pairwise
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tao_coordinator.core.policies.runs import RunSet, union_size
+from tao_coordinator.baselines.runs import RunSet, union_size
 
 runs_strategy = st.lists(st.tuples(st.integers(0, 60), st.integers(1, 12)), max_size=4)
 ops_strategy = st.lists(st.tuples(st.sampled_from(["add", "discard"]), runs_strategy), max_size=25)

@@ -11,7 +11,8 @@ Source: `reference/routers-and-baselines.md` §1.1–§1.2 and the pseudo-code o
     T = 0: argmin cost, ties uniformly at random;  T > 0: p ∝ exp(−(c − c_min) / ((c_max − c_min) · T))
 
 Defaults: overlap_score_credit 1.0, prefill_load_scale 1.0, host_cache_hit_weight 0.75, disk_cache_hit_weight 0.25,
-router_temperature 0 (the softmax picker is the `temperature` option, e.g. `dynamo[temperature=0.5]`), credit decay
+router_temperature 0 (the softmax picker is the `temperature` option, e.g. `dynamo[temperature=0.5]`; all options in
+`DynamoOptions`, `baselines/options.py`), credit decay
 0, shared_cache_multiplier 0, decode_active_request_weight 0, no busy thresholds, no session affinity. The router
 queue (`router_queue_threshold`) is off: `config.rs` @ 0243c51 sets 16.0, the configuration doc @ 057096c says
 disabled by default; a router that holds requests would also need a dequeue loop this per-request interface does not
@@ -28,7 +29,7 @@ block on the device and on host counts once, as a device block. The load tracker
 effective cached tokens, `round((device + 0.75·host + 0.25·disk) · block_size)` (`cache_hit_estimates`).
 
 Signals, as Dynamo sees them with KV events on (its default): the overlaps above, from indexes fed by every
-`KvCacheEvent` (stored/removed/cleared); active load from its own slot
+`KvCacheEvent` (stored/removed/cleared, `kv_index.py`); active load from its own slot
 tracker — a call adds its uncached prompt tokens to `active_prefill_tokens` at dispatch and removes them at its first
 token (`LlmFirstToken`), and holds its blocks in `decode_blocks` until `LlmEnd`. Random draws come from a
 `random.Random(seed)`, so a seed gives the same choices.
@@ -36,20 +37,23 @@ token (`LlmFirstToken`), and holds its blocks in `decode_blocks` until `LlmEnd`.
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..events import Close, Event, KvCacheEvent, LlmEnd, LlmFirstToken
-from ..model import AgentSession, BlockRun, Node, NodeId, SessionId
-from ..plan import Plan
-from ..snapshot import Snapshot
-from .runs import RunSet, union_size
+from ..core.events import Close, Event, KvCacheEvent, LlmEnd, LlmFirstToken
+from ..core.model import AgentSession, BlockRun, Node, NodeId
+from ..core.policies.base import Feed, Router
+from .choice import pick
+from .kv_index import KvIndex
+from .load import OpenCalls, prompt_tokens
+from .options import DynamoOptions
+from .runs import block_count, skip, union_size
 
 
 @dataclass(slots=True)
 class _Active:
+    node: NodeId
     runs: tuple[BlockRun, ...]
     blocks: int
     prefill_tokens: int
@@ -71,7 +75,7 @@ def storage_tier(medium: str) -> str:
     return _TIERS.get(medium, DEVICE)
 
 
-def worker_cost(
+def dynamo_cost(
     raw_prefill_blocks: float,
     overlap_blocks: float,
     decode_blocks: float,
@@ -83,64 +87,31 @@ def worker_cost(
     return scale * max(raw_prefill_blocks - credit * overlap_blocks - lower_credit, 0.0) + decode_blocks
 
 
-def pick(costs: Sequence[float], temperature: float, rng: random.Random) -> int:
-    """`softmax_sample_index` for T > 0; for T = 0 the cheapest, ties uniformly at random (reservoir sampling)."""
-    if temperature > 0:
-        low, high = min(costs), max(costs)
-        if low == high:
-            weights = [1.0] * len(costs)
-        else:
-            weights = [math.exp(-(c - low) / ((high - low) * temperature)) for c in costs]
-        return rng.choices(range(len(costs)), weights)[0]
-    best, ties = 0, 0
-    for k, cost in enumerate(costs):
-        if cost < costs[best]:
-            best, ties = k, 1
-        elif cost == costs[best]:
-            ties += 1
-            if ties > 1 and rng.randrange(ties) == 0:
-                best = k
-    return best
-
-
-class DynamoPolicy:
+class DynamoPolicy(Router):
     name = "dynamo"
-    plans = False
-    inputs = frozenset({"kv_events", "first_token"})
+    inputs = frozenset({Feed.KV_EVENTS, Feed.FIRST_TOKEN})
 
-    def __init__(
-        self,
-        *,
-        overlap_score_credit: float = 1.0,
-        prefill_load_scale: float = 1.0,
-        temperature: float = 0.0,
-        host_cache_hit_weight: float = 0.75,
-        disk_cache_hit_weight: float = 0.25,
-        seed: int = 0,
-    ) -> None:
-        self.credit = overlap_score_credit
-        self.scale = prefill_load_scale
-        self.weights = {HOST: host_cache_hit_weight, DISK: disk_cache_hit_weight, EXTERNAL: disk_cache_hit_weight}
-        self.temperature = temperature
+    def __init__(self, options: DynamoOptions | None = None, *, seed: int = 0) -> None:
+        options = options or DynamoOptions()
+        self.credit = options.overlap_score_credit
+        self.scale = options.prefill_load_scale
+        disk = options.disk_cache_hit_weight
+        self.weights = {HOST: options.host_cache_hit_weight, DISK: disk, EXTERNAL: disk}
+        self.temperature = options.temperature
         self.rng = random.Random(seed)
-        self.index: dict[NodeId, RunSet] = {}
-        """The device tier's index per node."""
-        self.lower: dict[NodeId, dict[str, RunSet]] = {}
-        """Host, disk and external indexes per node, created when a node first reports that tier."""
-        self.active: dict[NodeId, dict[SessionId, _Active]] = {}
-
-    def plan(self, snapshot: Snapshot) -> Plan:
-        return Plan(())
+        self.index = KvIndex(storage_tier)
+        """Per node, the device tier's index and those of the lower tiers it reported."""
+        self.calls: OpenCalls[_Active] = OpenCalls()
 
     def overlaps(self, node_id: NodeId, runs: tuple[BlockRun, ...]) -> dict[str, int]:
         """Blocks of the prompt per tier, each tier continuing where the previous one stopped (`query_lower_tiers`)."""
-        device = self.index[node_id].prefix(runs) if node_id in self.index else 0
+        device = self.index.prefix(node_id, DEVICE, runs)
         result = {DEVICE: device, HOST: 0, DISK: 0, EXTERNAL: 0}
-        lower = self.lower.get(node_id, {})
         reached = device
         for tier in LOWER_TIERS:
-            if tier in lower:
-                result[tier] = lower[tier].prefix(skip(runs, reached))
+            index = self.index.get(node_id, tier)
+            if index is not None:
+                result[tier] = index.prefix(skip(runs, reached))
                 reached += result[tier]
         return result
 
@@ -150,18 +121,18 @@ class DynamoPolicy:
     def costs(self, session: AgentSession, nodes: Sequence[Node]) -> list[tuple[float, float]]:
         """Per node: the cost of sending this call there, and its effective cached blocks (lower tiers weighted)."""
         runs = session.prompt_block_runs
-        isl = session.expected_input_tokens or session.context_tokens
+        isl = prompt_tokens(session)
         result = []
         for node in nodes:
-            active = self.active.get(node.id, {})
+            active = self.calls.on(node.id)
             overlaps = self.overlaps(node.id, runs)
             overlap, lower = overlaps[DEVICE], self.lower_credit(overlaps)
-            raw_prefill = (sum(a.prefill_tokens for a in active.values()) + isl) / node.block_size
+            raw_prefill = (sum(a.prefill_tokens for a in active) + isl) / node.block_size
             blocks = -(-isl // node.block_size)
-            named = [a.runs for a in active.values()]
-            unnamed = sum(a.blocks - _count(a.runs) for a in active.values()) + blocks - _count(runs)
+            named = [a.runs for a in active]
+            unnamed = sum(a.blocks - block_count(a.runs) for a in active) + blocks - block_count(runs)
             decode = union_size([*named, runs]) + unnamed
-            cost = worker_cost(raw_prefill, overlap, decode, self.credit, self.scale, lower)
+            cost = dynamo_cost(raw_prefill, overlap, decode, self.credit, self.scale, lower)
             result.append((cost, overlap + lower))
         return result
 
@@ -172,47 +143,18 @@ class DynamoPolicy:
         scored = self.costs(session, ordered)
         chosen = ordered[pick([cost for cost, _ in scored], self.temperature, self.rng)]
         overlap = scored[ordered.index(chosen)][1]
-        isl = session.expected_input_tokens or session.context_tokens
+        isl = prompt_tokens(session)
         uncached = max(0, isl - round(overlap * chosen.block_size))
         blocks = -(-isl // chosen.block_size)
-        self._forget(session.id)
-        self.active.setdefault(chosen.id, {})[session.id] = _Active(session.prompt_block_runs, blocks, uncached)
+        self.calls.book(session.id, _Active(chosen.id, session.prompt_block_runs, blocks, uncached))
         return chosen.id
 
     def observe(self, event: Event, now: float) -> None:
         if isinstance(event, KvCacheEvent):
-            tier = storage_tier(event.medium)
-            if tier == DEVICE:
-                index = self.index.setdefault(event.node_id, RunSet())
-            else:
-                index = self.lower.setdefault(event.node_id, {}).setdefault(tier, RunSet())
-            if event.cleared:
-                index.clear()
-            index.discard(event.removed)
-            index.add(event.stored)
+            self.index.observe(event)
         elif isinstance(event, LlmFirstToken):
-            active = self.active.get(event.node_id, {}).get(event.session_id)
+            active = self.calls.at(event.session_id, event.node_id)
             if active is not None:
                 active.prefill_tokens = 0
         elif isinstance(event, LlmEnd | Close):
-            self._forget(event.session_id)
-
-    def _forget(self, session_id: SessionId) -> None:
-        for calls in self.active.values():
-            calls.pop(session_id, None)
-
-
-def _count(runs: tuple[BlockRun, ...]) -> int:
-    return sum(count for _, count in runs)
-
-
-def skip(runs: tuple[BlockRun, ...], blocks: int) -> tuple[BlockRun, ...]:
-    """The sequence `runs` without its first `blocks` ids."""
-    kept: list[BlockRun] = []
-    for first, count in runs:
-        if blocks >= count:
-            blocks -= count
-            continue
-        kept.append((first + blocks, count - blocks))
-        blocks = 0
-    return tuple(kept)
+            self.calls.end(event.session_id)

@@ -1,6 +1,6 @@
 """The design study's unified router cost (`reference/cost-model.md` §2), corrected, as a per-request router.
 
-For worker w and request r, in seconds (lower is better); `worker_cost` is the formula, `CostModelPolicy` its inputs:
+For worker w and request r, in seconds (lower is better); `unified_cost` is the formula, `CostModelPolicy` its inputs:
 
     Cost(w, r) = α_p · (ISL − HBM hits − CPU hits)                         prefill of what no tier holds
                + α_d · Σ_{r' on w} m'   +   α_d2 · Σ_{r' on w} (p'·m' + m'²/2)     decode, linear and KV token-time
@@ -53,12 +53,14 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..events import Close, Event, KvCacheEvent, LlmEnd, LlmFirstToken, ToolStart
-from ..model import AgentSession, Node, NodeId, SessionId
-from ..plan import Plan
-from ..snapshot import Snapshot
-from .dynamo import pick, skip
-from .runs import RunSet
+from ..core.events import Close, Event, KvCacheEvent, LlmEnd, LlmFirstToken, ToolStart
+from ..core.model import AgentSession, Node, NodeId, SessionId
+from ..core.policies.base import Feed, Router
+from .choice import pick
+from .kv_index import KvIndex
+from .load import OpenCalls, prompt_tokens
+from .options import CostModelOptions
+from .runs import skip
 from .step_fit import StepFit
 
 PREFILL_TOKENS_PER_S = 15_000.0
@@ -95,7 +97,7 @@ class Alphas:
     tools_s: float = 0.0
 
 
-def worker_cost(t: Terms, a: Alphas) -> float:
+def unified_cost(t: Terms, a: Alphas) -> float:
     return (
         a.prefill_s * t.prefill_tokens
         + a.decode_s * t.decode_steps
@@ -131,85 +133,52 @@ class _NodeView:
     """The node reports no inter-token time: fit the step time to the calls' own (`LlmEnd`)."""
 
 
-def _positive(name: str, value: float, allow_zero: bool = True) -> float:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < 0 or (value == 0 and not allow_zero):
-        raise ValueError(f"cost-model: {name} must be a finite number {'≥' if allow_zero else '>'} 0, got {value!r}")
-    return float(value)
-
-
-class CostModelPolicy:
+class CostModelPolicy(Router):
     name = "cost-model"
-    plans = False
-    inputs = frozenset({"kv_events", "node_load", "first_token"})
+    inputs = frozenset({Feed.KV_EVENTS, Feed.NODE_LOAD, Feed.FIRST_TOKEN})
 
-    def __init__(
-        self,
-        *,
-        temperature: float = 0.0,
-        queue_slack: float = 4.0,
-        queue_weight: float = 1.0,
-        affinity_weight: float = 1.0,
-        tools_weight: float = 1.0,
-        default_output_tokens: float = 512,
-        half_life_s: float = 10.0,
-        link_time_constant_s: float = 5.0,
-        seed: int = 0,
-    ) -> None:
-        self.temperature = _positive("temperature", temperature)
-        self.queue_slack = _positive("queue_slack", queue_slack)
-        self.weights = tuple(
-            _positive(n, v)
-            for n, v in (
-                ("queue_weight", queue_weight),
-                ("affinity_weight", affinity_weight),
-                ("tools_weight", tools_weight),
-            )
-        )
-        self.default_output = _positive("default_output_tokens", default_output_tokens, allow_zero=False)
-        self.half_life_s = _positive("half_life_s", half_life_s, allow_zero=False)
-        self.link_tau = _positive("link_time_constant_s", link_time_constant_s, allow_zero=False)
+    def __init__(self, options: CostModelOptions | None = None, *, seed: int = 0) -> None:
+        options = options or CostModelOptions()
+        self.temperature = options.temperature
+        self.queue_slack = options.queue_slack
+        self.weights = (options.queue_weight, options.affinity_weight, options.tools_weight)
+        self.default_output = options.default_output_tokens
+        self.half_life_s = options.half_life_s
+        self.link_tau = options.link_time_constant_s
         self.rng = random.Random(seed)
-        self.index: dict[tuple[NodeId, str], RunSet] = {}
-        self.calls: dict[SessionId, _Call] = {}
+        self.index = KvIndex()
+        self.calls: OpenCalls[_Call] = OpenCalls()
         self.last_end: dict[SessionId, tuple[NodeId, float]] = {}
         self.workflow_last: dict[str, tuple[NodeId, float]] = {}
         self.views: dict[NodeId, _NodeView] = {}
         self.new_tokens = 2048.0
         """EWMA of the uncached prompt tokens of a call (the α_ho scale)."""
 
-    def plan(self, snapshot: Snapshot) -> Plan:
-        return Plan(())
-
     def prefill_s(self, node: Node) -> float:
         rate = node.rates.prefill_tokens_per_s or self._view(node.id).prefill_tokens_per_s
         return 1.0 / (rate or PREFILL_TOKENS_PER_S)
 
     def link_busy(self, node: Node, now: float) -> float:
-        pending = sum(1 for c in self.calls.values() if c.node == node.id and c.cpu_hit and c.first_token_at is None)
+        pending = sum(1 for c in self.calls.on(node.id) if c.cpu_hit and c.first_token_at is None)
         return max(self._view(node.id).link_busy, pending / (1 + pending))
 
     def hits(self, node: Node, session: AgentSession, isl: int) -> tuple[int, int]:
         """Prompt tokens held in HBM, and those held in the CPU tier right after them (vLLM's lookup order)."""
         runs = session.prompt_block_runs
-        gpu = self.index.get((node.id, "GPU"))
-        cpu = self.index.get((node.id, "CPU"))
-        gpu_blocks = gpu.prefix(runs) if gpu is not None else 0
-        cpu_blocks = cpu.prefix(skip(runs, gpu_blocks)) if cpu is not None else 0
+        gpu_blocks = self.index.prefix(node.id, "GPU", runs)
+        cpu_blocks = self.index.prefix(node.id, "CPU", skip(runs, gpu_blocks))
         hbm = min(isl, gpu_blocks * node.block_size)
         return hbm, min(isl - hbm, cpu_blocks * node.block_size)
 
     def terms(self, session: AgentSession, node: Node, now: float) -> tuple[Terms, Alphas, int]:
         """The cost's terms and coefficients on `node`, and the KV tokens the call needs there."""
         view = self._learn(node, now)
-        isl = session.expected_input_tokens or session.context_tokens
+        isl = prompt_tokens(session)
         hbm, cpu = self.hits(node, session, isl)
         output = self.expected_output(session)
         step = node.rates.decode_step_s or view.fit.step_s(node.running, node.kv_usage * node.capacity_tokens)
         decode_steps = kv_time = 0.0
-        for call in self.calls.values():
-            if call.node != node.id:
-                continue
+        for call in self.calls.on(node.id):
             done = 0.0 if call.first_token_at is None else (now - call.first_token_at) / step
             shared = min(output, max(0.0, call.output - done))
             decode_steps += shared
@@ -258,24 +227,20 @@ class CostModelPolicy:
         scored = [self.terms(session, node, now) for node in ordered]
         room = [k for k, node in enumerate(ordered) if scored[k][2] <= node.capacity_tokens * (1 - node.kv_usage)]
         candidates = room or list(range(len(ordered)))
-        costs = [worker_cost(scored[k][0], scored[k][1]) for k in candidates]
+        costs = [unified_cost(scored[k][0], scored[k][1]) for k in candidates]
         chosen = candidates[pick(costs, self.temperature, self.rng)]
-        isl = session.expected_input_tokens or session.context_tokens
+        isl = prompt_tokens(session)
         cpu_hit = int(scored[chosen][0].cpu_hit_tokens)
         output = self.expected_output(session)
-        self.calls[session.id] = _Call(ordered[chosen].id, isl, output, cpu_hit, session.context.workflow_id)
+        self.calls.book(session.id, _Call(ordered[chosen].id, isl, output, cpu_hit, session.context.workflow_id))
         return ordered[chosen].id
 
     def observe(self, event: Event, now: float) -> None:
         if isinstance(event, KvCacheEvent):
-            index = self.index.setdefault((event.node_id, event.medium), RunSet())
-            if event.cleared:
-                index.clear()
-            index.discard(event.removed)
-            index.add(event.stored)
+            self.index.observe(event)
         elif isinstance(event, LlmFirstToken):
-            call = self.calls.get(event.session_id)
-            if call is not None and call.node == event.node_id:
+            call = self.calls.at(event.session_id, event.node_id)
+            if call is not None:
                 call.first_token_at = now
         elif isinstance(event, LlmEnd):
             self._end(event, now)
@@ -284,11 +249,11 @@ class CostModelPolicy:
             if last is not None:
                 self._view(last[0]).tools[event.tool] = now
         elif isinstance(event, Close):
-            self.calls.pop(event.session_id, None)
+            self.calls.end(event.session_id)
             self.last_end.pop(event.session_id, None)
 
     def _end(self, event: LlmEnd, now: float) -> None:
-        call = self.calls.pop(event.session_id, None)
+        call = self.calls.end(event.session_id)
         self.last_end[event.session_id] = (event.node_id, now)
         if call is not None and call.workflow:
             self.workflow_last[call.workflow] = (event.node_id, now)
@@ -303,7 +268,7 @@ class CostModelPolicy:
                 )
         tokens = event.completion_tokens or 0
         if view.decode_from_ends and tokens > 1 and event.duration_s and event.ttft_s is not None:
-            batch = [c for c in self.calls.values() if c.node == event.node_id]
+            batch = self.calls.on(event.node_id)
             kv = sum(c.prompt for c in batch) + (event.prompt_tokens or 0) + tokens
             view.fit.add(len(batch) + 1, kv, (event.duration_s - event.ttft_s) / (tokens - 1))
 
