@@ -379,7 +379,7 @@ async def test_what_a_session_can_make_the_coordinator_hold_is_bounded(tmp_path,
         per_session = sum(stat.size_diff for stat in after.compare_to(before, "filename")) / 4
         print(f"\nper session, at every limit: {per_session / 1024:.0f} KiB (bound {SESSION_BYTES_BOUND / 1024:.0f})")
         assert per_session <= SESSION_BYTES_BOUND
-        assert all(len(s.tools) == MAX_RUNNING_TOOLS for s in c.service.coordinator.state.sessions.values())
+        assert all(len(s.tools) == MAX_RUNNING_TOOLS for s in c.service.coordinator.sessions.values())
         assert all(len(t.entries) == ENTRIES for t in c.service.timelines.live.values())
 
 
@@ -410,7 +410,7 @@ async def test_distinct_tool_names_and_gone_sessions_leave_bounded_state(tmp_pat
         assert status == 200 and all(r["ok"] for r in answer["results"])
         status, answer = await c.call("POST", "/v1/events", {"events": events[1000:]})
         assert status == 200 and all(r["ok"] for r in answer["results"])
-        assert c.service.coordinator.history.levels <= core["forecast_max_levels"]
+        assert c.service.history.levels <= core["forecast_max_levels"]
         # closed and expired sessions leave no token, lease or waiter behind
         for _ in range(50):
             sid, tok = await c.register()

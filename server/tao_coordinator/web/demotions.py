@@ -53,7 +53,6 @@ class _DemotionCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         core = self.service.coordinator
-        demotions = core.demotions
         refused = CounterMetricFamily(
             "tao_node_refused_calls",
             "Model calls clients reported the node refused (503, 429, refused or reset).",
@@ -66,9 +65,10 @@ class _DemotionCollector(Collector):
             "tao_node_restorations", "Times a probe call found the demoted node serving again.", labels=["node"]
         )
         now = GaugeMetricFamily("tao_node_demoted", "1 while the node is demoted.", labels=["node"])
-        for name in sorted(core.state.nodes):
-            refused.add_metric([name], demotions.refused_total[name])
-            demoted.add_metric([name], demotions.demoted_total[name])
-            restored.add_metric([name], demotions.restored_total[name])
-            now.add_metric([name], 1.0 if demotions.is_demoted(name) else 0.0)
+        for name in sorted(core.nodes):
+            standing = core.demotion(name)
+            refused.add_metric([name], standing.refused_total)
+            demoted.add_metric([name], standing.demoted_total)
+            restored.add_metric([name], standing.restored_total)
+            now.add_metric([name], 1.0 if standing.demoted else 0.0)
         yield from (refused, demoted, restored, now)

@@ -6,6 +6,8 @@ a rejected request never changes state. Errors are raised, and turned into JSON 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from aiohttp import web
 from pydantic import BaseModel
 
@@ -99,7 +101,7 @@ async def post_session(request: web.Request) -> web.Response:
 
 def no_healthy_node(service: CoordinatorService) -> bool:
     """Every node of the fleet has been observed, and none is healthy: no acquire can be served until one is."""
-    nodes = service.coordinator.state.nodes
+    nodes = service.coordinator.nodes
     return set(nodes) >= set(service.nodes) and not any(node.healthy for node in nodes.values())
 
 
@@ -161,14 +163,15 @@ async def get_nodes(request: web.Request) -> web.Response:
     require_api(request)
     service = _service(request)
     core = service.coordinator
-    used = core.state.used_cells(core.settings)
+    used = core.used_cells()
     holders: dict[str, int] = {}
-    for session in core.state.sessions.values():
+    for session in core.sessions.values():
         if session.node is not None:
             holders[session.node] = holders.get(session.node, 0) + 1
     nodes = []
     for name, config in service.nodes.items():
-        node = core.state.nodes.get(name)
+        node = core.nodes.get(name)
+        demotion = core.demotion(name)
         scraped = service.last_observation(name)
         nodes.append(
             protocol.NodeInfo(
@@ -179,9 +182,9 @@ async def get_nodes(request: web.Request) -> web.Response:
                 used_tokens=used.get(name, 0) * core.settings.capacity_quantum_tokens,
                 prefix_hit_rate=node.prefix_hit_rate if node else 0.0,
                 sessions=holders.get(name, 0),
-                demoted=core.demotions.is_demoted(name),
-                demoted_reason=core.demotions.reason(name),
-                demoted_for_s=demoted_for_s(core.demotions.demoted_since(name), service.now()),
+                demoted=demotion.demoted,
+                demoted_reason=demotion.reason,
+                demoted_for_s=demoted_for_s(demotion.since, service.now()),
                 unhealthy_reason=scraped.reason if scraped else None,
                 quarantined=scraped.quarantined if scraped else False,
             ).model_dump(mode="json")
@@ -200,7 +203,7 @@ async def get_sessions(request: web.Request) -> web.Response:
     limit, cursor = page_query(request)
     service = _service(request)
     now = service.now()
-    live = service.coordinator.state.sessions
+    live: Mapping[str, model.AgentSession] = service.coordinator.sessions
     replica = service.replica
     if replica is not None and not replica.serving:
         live = {session_id: record.session for session_id, record in (await replica.store.sessions()).items()}
@@ -241,8 +244,8 @@ async def get_metrics(request: web.Request) -> web.Response:
 
 async def get_healthz(request: web.Request) -> web.Response:
     core = _service(request).coordinator
-    healthy = sum(node.healthy for node in core.state.nodes.values())
-    return web.json_response({"status": "ok", "healthy_nodes": healthy, "sessions": len(core.state.sessions)})
+    healthy = sum(node.healthy for node in core.nodes.values())
+    return web.json_response({"status": "ok", "healthy_nodes": healthy, "sessions": len(core.sessions)})
 
 
 async def get_leader(request: web.Request) -> web.Response:

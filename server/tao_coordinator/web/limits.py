@@ -90,7 +90,7 @@ def check_context(context: protocol.AgentContext) -> None:
 
 def check_acquire(service: CoordinatorService, session_id: str, body: protocol.AcquireRequest) -> None:
     """The session's context with the acquire's step id and expected tools within `MAX_CONTEXT_BYTES`, or a 422."""
-    session = service.coordinator.state.sessions.get(session_id)
+    session = service.coordinator.sessions.get(session_id)
     if session is None or (body.step_id is None and body.expected_next_tools is None):
         return
     tools = session.context.expected_next_tools if body.expected_next_tools is None else body.expected_next_tools
@@ -103,7 +103,7 @@ def check_acquire(service: CoordinatorService, session_id: str, body: protocol.A
 
 
 def check_tool_start(service: CoordinatorService, session_id: str, body: protocol.ToolStartRequest) -> None:
-    session = service.coordinator.state.sessions.get(session_id)
+    session = service.coordinator.sessions.get(session_id)
     if session is None or any(tool.call_id == body.call_id for tool in session.tools):
         return  # the core answers these
     if len(session.tools) >= MAX_RUNNING_TOOLS:

@@ -51,13 +51,13 @@ class _StateCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         core = self.service.coordinator
-        phases = Counter(session.phase.name.lower() for session in core.state.sessions.values())
+        phases = Counter(session.phase.name.lower() for session in core.sessions.values())
         sessions = GaugeMetricFamily("tao_sessions", "Live sessions by phase.", labels=["phase"])
         for phase in Phase:
             if phase is not Phase.CLOSED:
                 sessions.add_metric([phase.name.lower()], phases.get(phase.name.lower(), 0))
         yield sessions
-        stats = core.planner.stats
+        stats = core.plan_stats
         plans = CounterMetricFamily("tao_plans", "Plans finished, by outcome.", labels=["outcome"])
         for outcome, count in (("applied", stats.applied), ("cut", stats.cut), ("dropped", stats.dropped)):
             plans.add_metric([outcome], count)
@@ -72,9 +72,7 @@ class _StateCollector(Collector):
             methods.add_metric([method], count)
         yield methods
         yield from self._nodes()
-        yield from fleet_families(
-            self.service.nodes, self.node_load, self.service.kv_index, core.state.sessions.values()
-        )
+        yield from fleet_families(self.service.nodes, self.node_load, self.service.kv_index, core.sessions.values())
         yield from self._half_lives()
         yield from self._forecast()
         if (store := self.service.store) is not None:
@@ -92,23 +90,23 @@ class _StateCollector(Collector):
     def _forecast(self) -> Iterator[Metric]:
         core = self.service.coordinator
         yield GaugeMetricFamily(
-            "tao_readiness_horizon_seconds", "The horizon H readiness is forecast for now.", value=core.horizon.value_s
+            "tao_readiness_horizon_seconds", "The horizon H readiness is forecast for now.", value=core.horizon_s
         )
         yield GaugeMetricFamily(
             "tao_forecast_levels",
             "Learned tool-duration levels kept (capped at forecast_max_levels).",
-            value=core.history.levels,
+            value=self.service.history.levels,
         )
         yield CounterMetricFamily(
             "tao_forecast_levels_evicted",
             "Learned levels dropped by the cap, least recently used first.",
-            value=core.history.evicted,
+            value=self.service.history.evicted,
         )
 
     def _nodes(self) -> Iterator[Metric]:
         core = self.service.coordinator
         quantum = core.settings.capacity_quantum_tokens
-        used = core.state.used_cells(core.settings)
+        used = core.used_cells()
         capacity = GaugeMetricFamily("tao_node_capacity_tokens", "KV capacity of each node.", labels=["node"])
         use = GaugeMetricFamily("tao_node_used_tokens", "KV tokens held by admitted sessions.", labels=["node"])
         healthy = GaugeMetricFamily("tao_node_healthy", "1 when the node answers and is healthy.", labels=["node"])
@@ -118,7 +116,7 @@ class _StateCollector(Collector):
             "tao_node_kv_usage", "vLLM's KV-cache usage in [0, 1], as scraped.", labels=["node"]
         )
         preemptions = CounterMetricFamily("tao_node_preemptions", "vLLM's preemptions, as scraped.", labels=["node"])
-        for name, node in sorted(core.state.nodes.items()):
+        for name, node in sorted(core.nodes.items()):
             capacity.add_metric([name], node.capacity_tokens)
             use.add_metric([name], used.get(name, 0) * quantum)
             healthy.add_metric([name], 1.0 if node.healthy else 0.0)
@@ -144,12 +142,12 @@ class _StateCollector(Collector):
         observations = CounterMetricFamily(
             "tao_node_retention_observations", "Observations that fed the node's half-life fit.", labels=["node"]
         )
-        for name, node in sorted(core.state.nodes.items()):
+        for name, node in sorted(core.nodes.items()):
             if (half_life := node_half_life(node, core.settings)) is not None:
                 used.add_metric([name], half_life)
-            if (estimate := core.half_lives.estimate(name)) is not None:
+            if (estimate := core.half_life_fit(name)) is not None:
                 fitted.add_metric([name], estimate)
-            observations.add_metric([name], core.half_lives.observations(name))
+            observations.add_metric([name], core.retention_observations(name))
         yield from (used, fitted, observations)
 
 
@@ -260,7 +258,7 @@ class ServiceMetrics:
             case LlmEnd():
                 self.llm_calls.labels(event.node_id, "ok" if event.error is None else "error").inc()
             case Acquire():
-                session = self.service.coordinator.state.sessions.get(event.session_id)
+                session = self.service.coordinator.sessions.get(event.session_id)
                 routed = any(isinstance(action, Route) for action in actions)
                 if routed and session is not None and session.node is not None and session.placed_at == now:
                     self.admissions.labels(session.node, "fast").inc()  # it held no place there before

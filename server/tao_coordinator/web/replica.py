@@ -167,7 +167,7 @@ class Replica:
         self._tools.clear()
         self._progress.set()  # every request waiting in `durable` finds it cannot be served
         if was_serving:
-            self._served_last = len(self.service.coordinator.state.sessions)
+            self._served_last = len(self.service.coordinator.sessions)
             self.service.forget_everything(NotServing(reason))
 
     # -- durable writes --------------------------------------------------------------------------------------------
@@ -201,10 +201,10 @@ class Replica:
             if not self.restored:
                 continue
             target = self._fed
-            state = self.service.coordinator.state
-            touched = state.take_touched()
-            changed = [self.service.record_of(state.sessions[i]) for i in touched if i in state.sessions]
-            removed = [i for i in touched if i not in state.sessions]
+            core = self.service.coordinator
+            touched, live = core.take_touched(), core.sessions
+            changed = [self.service.record_of(live[i]) for i in touched if i in live]
+            removed = [i for i in touched if i not in live]
             tools, self._tools = self._tools, []
             try:
                 if changed or removed or tools:

@@ -38,6 +38,7 @@ from tao_sdk import protocol
 from ..config import CoordinatorConfig, NodeConfig
 from ..core.actions import Action, Expired, NodeDemoted, NodeRestored, ProbeNode, Route, StartPlan
 from ..core.coordinator import Coordinator
+from ..core.decision import PlanDecision
 from ..core.events import Acquire, CacheResidency, Event, LlmEnd, NodeUpdate, Tick, ToolEnd
 from ..core.forecast import ToolHistory, ToolKey, learned_duration
 from ..core.model import AgentSession, Phase, RunningTool
@@ -53,7 +54,7 @@ from ..ha.store import ToolRow
 from ..store import HistoryStore, StoreUnavailable
 from .cache_reports import CacheReports
 from .caps import RegistrationCaps
-from .decisions import DecisionLog, PlanDecision
+from .decisions import DecisionLog
 from .demotions import DemotionDriver
 from .metrics import ServiceMetrics
 from .replica import Replica
@@ -125,8 +126,10 @@ class CoordinatorService:
 
     def _install_core(self, history: ToolHistory) -> None:
         policy = make_policy(self.config.policy.name)
+        self.history = history
+        """What the core learned of tool durations (it adds every tool end): read to count and persist it."""
         self.coordinator = Coordinator(policy, self.config.core, history=history, inline_planning=False)
-        self.decisions = DecisionLog(policy, self.config.core)
+        self.decisions = DecisionLog("fast-admission" if policy.plans else "router", self.config.core)
 
     # -- life cycle ------------------------------------------------------------------------------------------------
 
@@ -204,20 +207,21 @@ class CoordinatorService:
         """Hand one event to the core, tell what it decided, and carry out what it asks. Raises the core's errors
         unchanged. `job` and `solve_s`: the plan job a `PlanFinished` answers, and how long its solve took."""
         now = self.now()
-        state, stats = self.coordinator.state, self.coordinator.planner.stats
+        core = self.coordinator
+        stats = core.plan_stats
         session_id: str | None = getattr(event, "session_id", None)
-        before = state.sessions.get(session_id) if session_id is not None else None
+        before = core.sessions.get(session_id) if session_id is not None else None
         applied = (stats.applied, stats.cut)
-        actions = self.coordinator.on_event(event, now)
+        actions = core.on_event(event, now)
         try:
             self.metrics.on_event(event, actions, now)
             decision: PlanDecision | None = None
             if isinstance(event, PlanFinished) and job is not None:
                 outcome = "applied" if stats.applied > applied[0] else "cut" if stats.cut > applied[1] else "dropped"
-                decision = self.decisions.plan(job, event.plan, solve_s, outcome, actions, state)
+                decision = self.decisions.plan(job.id, event.plan, solve_s, outcome, actions, core.holders, core.nodes)
             elif isinstance(event, Acquire):
-                self.decisions.acquired(before, actions, state)
-            self.timelines.observe(event, before, state, actions, time.time(), decision)
+                self.decisions.acquired(before, actions, core.sessions, core.nodes)
+            self.timelines.observe(event, before, core.sessions, actions, time.time(), decision)
         except Exception:
             # what the core decided must be carried out whatever happens to the record of it: a lost StartPlan
             # would leave the planner waiting for a plan nobody solves, and every session without a place with it
@@ -296,7 +300,7 @@ class CoordinatorService:
 
     def _grant(self, session_id: str, node: str) -> None:
         # calls that overlap a running one share its lease: an llm_end for any of them must still be accepted
-        session = self.coordinator.state.sessions.get(session_id)
+        session = self.coordinator.sessions.get(session_id)
         overlapping = session is not None and session.llm_calls > 1 and session_id in self.leases
         grant = Placed(node, self.leases[session_id] if overlapping else uuid.uuid4().hex[:16])
         self.leases[session_id] = grant.lease_id
@@ -309,10 +313,10 @@ class CoordinatorService:
     async def acquire(self, session_id: str, request: protocol.AcquireRequest) -> protocol.AcquireResponse:
         started = self.now()
         grant = self._unclaimed.pop(session_id, None)
-        if grant is not None and self.coordinator.state.session(session_id).phase is not Phase.IN_LLM:
+        if grant is not None and self.coordinator.session(session_id).phase is not Phase.IN_LLM:
             grant = None  # the call it was made for has ended (a client closing a call it lost) before it was claimed
         if grant is None:
-            session = self.coordinator.state.session(session_id)
+            session = self.coordinator.session(session_id)
             if request.avoid_nodes or not (session.phase is Phase.WAITING and session.acquire_pending):
                 self.feed(acquire_event(session_id, request))
             grant = self._unclaimed.pop(session_id, None)
@@ -354,7 +358,7 @@ class CoordinatorService:
         key = (event.session_id, event.call_id)
         while (pending := self._ending.get(key)) is not None:
             await asyncio.wait([pending])
-        session = self.coordinator.state.session(event.session_id)
+        session = self.coordinator.session(event.session_id)
         now = self.now()
         checked_tool_end(session, now, event.call_id)  # raises as feeding it would, and changes nothing
         running = next(tool for tool in session.tools if tool.call_id == event.call_id)
@@ -407,7 +411,7 @@ class CoordinatorService:
     def observe_node(self, observation: NodeObservation) -> None:
         self.metrics.observe_node(observation)
         self._observed[observation.name] = observation
-        known = self.coordinator.state.nodes.get(observation.name)
+        known = self.coordinator.nodes.get(observation.name)
         capacity = observation.capacity_tokens or (known.capacity_tokens if known else None)
         if capacity is None and not observation.healthy:
             capacity = 0  # down since start-up: known, so that a fleet with no healthy node is recognised as such
@@ -443,15 +447,14 @@ class CoordinatorService:
         for tool, program, duration, _ in tools:
             history.add(ToolKey.of(tool, program), duration)
         self.forget_everything(SessionGone("the coordinator's leader changed"), history)
-        state = self.coordinator.state
+        sessions = []
         for record in records:
-            state.put(record.session)
+            sessions.append(record.session)
             if record.lease_id is not None:
                 self.leases[record.session.id] = record.lease_id
             if record.token is not None:
                 self.session_tokens[record.session.id] = record.token
-        state.take_touched()  # from here on, what the core touches is written
-        self.coordinator.planner.mark_dirty()
+        self.coordinator.restore(sessions)  # from here on, what the core touches is written
         self._schedule_tick()
 
     def forget_everything(self, error: Exception, history: ToolHistory | None = None) -> None:
@@ -475,7 +478,7 @@ class CoordinatorService:
             await asyncio.sleep(self.config.fleet.kv_flush_interval_s)
             for node, index in self._kv_indexes.items():
                 for (session_id, tier), tokens in index.take_changed().items():
-                    if session_id in self.coordinator.state.sessions:
+                    if session_id in self.coordinator.sessions:
                         self.feed(CacheResidency(node, session_id, tokens, tier))
 
 
