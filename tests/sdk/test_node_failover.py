@@ -433,4 +433,4 @@ def test_refusal_reports_and_retries_are_checked_by_name(coordinator, fleet):
     event["session_token"] = registered["session_token"]
     batch = httpx2.post(coordinator.url + "/v1/events", json={"events": [event]}).json()
     assert batch["results"] == [{"ok": True, "status": 204}]
-    assert demotion(coordinator, again["node").refused_total] >= 1
+    assert demotion(coordinator, again["node"]).refused_total >= 1

@@ -24,18 +24,16 @@ import pytest
 from pydantic import BaseModel
 
 from tao_coordinator.bench.session_memory import TOOL_NAMES, WIDE, largest_context
+from tao_coordinator.core.settings import CoreSettings
 from tao_coordinator.web import serve
-from tao_coordinator.web.limits import (
-    CONNECTION_BYTES_BOUND,
-    MAX_RUNNING_TOOLS,
-    SESSION_BYTES_BOUND,
-)
+from tao_coordinator.web.limits import CONNECTION_BYTES_BOUND, SESSION_BYTES_BOUND
 from tao_coordinator.web.timeline import ENTRIES
 from tao_sdk import protocol
 from tao_sdk.ids import SESSION_ID_PATTERN
 
 from .conftest import API_TOKEN, Running, http_request, raw_exchange, running_coordinator
 
+MAX_RUNNING_TOOLS = CoreSettings().max_running_tools
 SERVER = {"body_timeout_s": 0.5, "idle_timeout_s": 1.0, "acquire_wait_s": 0.2}
 HANG_BOUND_S = SERVER["body_timeout_s"] + serve.LINGER_S + 1.5
 """Longest any probe may take to be answered or closed."""

@@ -8,13 +8,15 @@ import logging
 
 import pytest
 
+from tao_coordinator.core.settings import CoreSettings
 from tao_coordinator.web import serve
-from tao_coordinator.web.limits import MAX_RUNNING_TOOLS
 from tao_coordinator.web.openapi import build_spec
 
 from .conftest import API_TOKEN, http_request, raw_exchange, running_coordinator
 
 HUGE = "9" * 5_000
+
+MAX_RUNNING_TOOLS = CoreSettings().max_running_tools
 
 
 def _json_endpoints(session: str) -> list[tuple[str, str]]:

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from tao_coordinator.web.limits import MAX_CONTEXT_BYTES, MAX_RUNNING_TOOL_BYTES, MAX_RUNNING_TOOLS
+from tao_coordinator.core.settings import CoreSettings
 from tao_coordinator.web.timeline import ENTRIES, TEXT_BYTES
 
 from .conftest import API_TOKEN, running_coordinator
 
+LIMITS = CoreSettings()
+MAX_CONTEXT_BYTES = LIMITS.max_context_bytes
+MAX_RUNNING_TOOL_BYTES = LIMITS.max_running_tool_bytes
+MAX_RUNNING_TOOLS = LIMITS.max_running_tools
 WIDE = "\U0001f600"  # 4 bytes of UTF-8, 4 bytes a character in a Python string
 
 

@@ -96,6 +96,18 @@ class CoreSettings(BaseModel):
     HTTP 503 or 429), after which the node is demoted: nothing is placed or routed there until a probe shows it
     serves again (`core/demotion.py`). A call it served in between starts the count again."""
 
+    max_running_tools: int = Field(default=64, ge=1)
+    """Tools one session runs at once, at most (harnesses run a handful in parallel): a tool start past it is refused
+    until one ends (`web/limits.py` answers it 409)."""
+
+    max_running_tool_bytes: int = Field(default=8 * 1024, ge=1)
+    """UTF-8 bytes of the call ids, tool names and programs of one session's running tools together, at most (a tool
+    start past it is refused like one past `max_running_tools`)."""
+
+    max_context_bytes: int = Field(default=8 * 1024, ge=1)
+    """UTF-8 bytes of a session's agent context and step id, at most (a usual one takes a few hundred): a
+    registration or an acquire that would take it past is refused (`web/limits.py` answers it 422)."""
+
     node_probe_interval_s: float = Field(default=2.0, gt=0)
     """How often a demoted node is probed with a minimal model call (`fleet/probe.py`), the first probe this long
     after the demotion. A probe costs the node one prompt of a few tokens and one output token."""

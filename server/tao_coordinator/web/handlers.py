@@ -50,7 +50,7 @@ def core_context(context: protocol.AgentContext) -> model.AgentProfile:
 def register(service: CoordinatorService, body: protocol.RegisterRequest, owner: str) -> protocol.RegisterResponse:
     """Register a session for the API token named `owner` (`auth.require_api`), once its caps let it (the caller
     checks them, `caps.py`: before the body is read where it can)."""
-    check_context(body.context)
+    check_context(body.context, service.coordinator.settings)
     session_id, token = service.new_session(body.session_id)
     service.feed(Register(session_id, core_context(body.context), body.expected_input_tokens))
     service.session_tokens[session_id] = token
@@ -61,7 +61,7 @@ def register(service: CoordinatorService, body: protocol.RegisterRequest, owner:
 
 
 def tool_start_event(service: CoordinatorService, session_id: str, body: protocol.ToolStartRequest) -> ToolStart:
-    check_tool_start(service, session_id, body)
+    check_tool_start(service.coordinator.sessions.get(session_id), body, service.coordinator.settings)
     hints = body.hints
     deadline = service.wall_to_core(hints.deadline) if hints.deadline is not None else None
     core_hints = model.DurationHints(hints.timeout_s, hints.sleep_s, hints.background, deadline)
@@ -109,7 +109,7 @@ async def post_acquire(request: web.Request) -> web.Response:
     service, session_id = _service(request), _session_id(request)
     require_session(request, session_id)
     body = await read_body(request, protocol.AcquireRequest, required=False)
-    check_acquire(service, session_id, body)
+    check_acquire(service.coordinator.sessions.get(session_id), body, service.coordinator.settings)
     if no_healthy_node(service):
         # at once rather than after a long poll: the client routes on its own and says so (`tao_sdk/router.py`)
         return json_error(503, "no node of the fleet is healthy", code=protocol.NO_HEALTHY_NODE)
