@@ -1,4 +1,5 @@
-"""Thin HTTP handlers: parse and check a body, authenticate, turn it into one core event, answer.
+"""Thin HTTP handlers: parse and check a body, authenticate, turn it into one core event, answer. A session's
+events go through the one dispatch `/v1/events` uses too (`session_events.py`).
 
 Every handler validates before it feeds anything to the core, and the core validates before it changes anything, so
 a rejected request never changes state. Errors are raised, and turned into JSON answers by `errors.py`.
@@ -15,15 +16,16 @@ from tao_sdk import protocol
 
 from ..core import model
 from ..core.errors import NoOtherNode
-from ..core.events import Close, Heartbeat, LlmEnd, Register, ToolEnd, ToolStart
+from ..core.events import Register
 from .auth import require_api, require_session
 from .body import read_body
 from .caps import CapReached
 from .errors import RequestError, json_error
 from .keys import SERVICE
-from .limits import check_acquire, check_context, check_tool_start
+from .limits import check_acquire, check_context
 from .listing import page_ids, page_query
 from .service import CoordinatorService
+from .session_events import BODIES, SessionEventKind, apply
 
 
 def _service(request: web.Request) -> CoordinatorService:
@@ -57,31 +59,6 @@ def register(service: CoordinatorService, body: protocol.RegisterRequest, owner:
     service.caps.admitted(owner, session_id, service.now())
     return protocol.RegisterResponse(
         session_id=session_id, session_token=token, lease_ttl_s=service.config.core.lease_ttl_s
-    )
-
-
-def tool_start_event(service: CoordinatorService, session_id: str, body: protocol.ToolStartRequest) -> ToolStart:
-    check_tool_start(service.coordinator.sessions.get(session_id), body, service.coordinator.settings)
-    hints = body.hints
-    deadline = service.wall_to_core(hints.deadline) if hints.deadline is not None else None
-    core_hints = model.DurationHints(hints.timeout_s, hints.sleep_s, hints.background, deadline)
-    return ToolStart(session_id, body.call_id, body.tool, core_hints, body.program)
-
-
-def llm_end_event(service: CoordinatorService, session_id: str, body: protocol.LlmEndRequest) -> LlmEnd:
-    current = service.leases.get(session_id)
-    if body.lease_id is not None and current is not None and body.lease_id != current:
-        raise RequestError(409, "not the session's current lease", "lease_id")
-    return LlmEnd(
-        session_id,
-        body.node,
-        body.prompt_tokens,
-        body.cached_tokens,
-        body.completion_tokens,
-        body.ttft_s,
-        body.duration_s,
-        body.error,
-        body.refused,
     )
 
 
@@ -120,43 +97,33 @@ async def post_acquire(request: web.Request) -> web.Response:
     return _json(answer, status=200 if answer.status == "admitted" else 202)
 
 
-async def post_llm_end(request: web.Request) -> web.Response:
+async def _session_event(request: web.Request, kind: SessionEventKind) -> web.Response:
     service, session_id = _service(request), _session_id(request)
     require_session(request, session_id)
-    body = await read_body(request, protocol.LlmEndRequest)
-    service.end_llm_call(llm_end_event(service, session_id, body))
+    body_model = BODIES[kind]
+    body = None if body_model is None else await read_body(request, body_model)
+    await apply(service, session_id, kind, body)
     return web.Response(status=204)
+
+
+async def post_llm_end(request: web.Request) -> web.Response:
+    return await _session_event(request, "llm_end")
 
 
 async def post_tool_start(request: web.Request) -> web.Response:
-    service, session_id = _service(request), _session_id(request)
-    require_session(request, session_id)
-    body = await read_body(request, protocol.ToolStartRequest)
-    service.feed(tool_start_event(service, session_id, body))
-    return web.Response(status=204)
+    return await _session_event(request, "tool_start")
 
 
 async def post_tool_end(request: web.Request) -> web.Response:
-    service, session_id = _service(request), _session_id(request)
-    require_session(request, session_id)
-    body = await read_body(request, protocol.ToolEndRequest)
-    await service.tool_end(ToolEnd(session_id, body.call_id, body.duration_s, body.status))
-    return web.Response(status=204)
+    return await _session_event(request, "tool_end")
 
 
 async def post_heartbeat(request: web.Request) -> web.Response:
-    service, session_id = _service(request), _session_id(request)
-    require_session(request, session_id)
-    service.feed(Heartbeat(session_id))
-    return web.Response(status=204)
+    return await _session_event(request, "heartbeat")
 
 
 async def delete_session(request: web.Request) -> web.Response:
-    service, session_id = _service(request), _session_id(request)
-    require_session(request, session_id)
-    service.feed(Close(session_id))
-    service.forget(session_id)
-    return web.Response(status=204)
+    return await _session_event(request, "close")
 
 
 async def get_nodes(request: web.Request) -> web.Response:
