@@ -415,8 +415,9 @@ async def test_distinct_tool_names_and_gone_sessions_leave_bounded_state(tmp_pat
             await c.call("POST", f"/v1/sessions/{sid}/acquire", {"wait_s": 0}, tok)
             assert (await c.call("DELETE", f"/v1/sessions/{sid}", token=tok))[0] == 204
         service = c.service
-        assert set(service.session_tokens) == {session} and set(service.leases) <= {session}
-        assert not service._waiters and set(service._unclaimed) <= {session}
+        leased, waiting, unclaimed = service.grants.holds()
+        assert set(service.session_tokens) == {session} and leased <= {session}
+        assert not waiting and unclaimed <= {session}
 
 
 async def test_connections_hold_bounded_memory_and_count(tmp_path, fleet):

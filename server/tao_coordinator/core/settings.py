@@ -1,6 +1,6 @@
 """Settings of the scheduling core: signals, solver and planner. One frozen, validated object.
 
-Every field has a default that follows the design (design §4–§6) or says why it differs. The live coordinator builds
+Every field has a default that follows docs/algorithm.md or says why it differs. The live coordinator builds
 this from its TOML file and CLI; the simulator from its arguments. Unknown fields are rejected by name.
 """
 

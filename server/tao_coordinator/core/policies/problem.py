@@ -1,4 +1,5 @@
-"""Between snapshots and solvers: build the placement problem of design §5, and turn a solution into a plan.
+"""Between snapshots and solvers: build the placement problem (a lexicographic multiple knapsack,
+docs/algorithm.md), and turn a solution into a plan that carries its values.
 
 Items are the candidate sessions (everything but IN_LLM); knapsacks are the healthy nodes, with capacity
 `capacity × utilisation target` minus what their in-LLM sessions hold, in cells of the capacity quantum (rounded
@@ -14,7 +15,8 @@ sessions change in none of these ways, so most plans evaluate a handful of sessi
 with or without the cache is the same.
 
 The plan lists only changes: interruptions first (they free capacity), then moves, then admissions, each group by
-descending value, so the longest valid prefix the planner applies keeps the most valuable decisions.
+descending value, so the longest valid prefix the planner applies keeps the most valuable decisions. It carries the
+value it ranked each change by (`Plan.values`), so the decision record (`core/decision.py`) evaluates nothing again.
 """
 
 from __future__ import annotations
