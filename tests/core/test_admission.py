@@ -39,13 +39,13 @@ def fleet(policy="tao", nodes=("a",), capacity=70_000, inline=True):
 
 
 def assert_within_capacity(coordinator):
-    used = coordinator.state.used_cells(coordinator.settings)
-    for node_id, node in coordinator.state.nodes.items():
+    used = coordinator.used_cells()
+    for node_id, node in coordinator.nodes.items():
         assert used.get(node_id, 0) <= capacity_cells(node, coordinator.settings), node_id
 
 
 def target(coordinator, node="a"):
-    return coordinator.state.nodes[node].utilization_target
+    return coordinator.nodes[node].utilization_target
 
 
 def test_tao_admits_adaptively_and_the_static_ablation_keeps_the_old_rule():
@@ -58,9 +58,9 @@ def test_a_ready_session_whose_node_has_room_is_routed_at_once_without_waiting_f
     [start] = c.on_event(Register("s0", expected_input_tokens=PROMPT), 0.0)
     assert isinstance(start, StartPlan)
     assert c.on_event(Acquire("s0"), 0.0) == [Route("s0", "a")]
-    assert c.planner.in_flight is start.job  # the plan has not come back yet
+    assert c.plan_in_flight is start.job  # the plan has not come back yet
     assert c.on_event(PlanFinished(start.job.id, start.job.solve()), 0.01) == []  # its admission is stale now
-    assert (c.state.session("s0").phase, c.state.session("s0").node) == (Phase.IN_LLM, "a")
+    assert (c.session("s0").phase, c.session("s0").node) == (Phase.IN_LLM, "a")
     assert_within_capacity(c)
 
 
@@ -68,7 +68,7 @@ def test_under_the_static_rule_the_same_session_waits_for_the_plan():
     c = fleet("tao-static-admit", inline=False)
     [start] = c.on_event(Register("s0", expected_input_tokens=PROMPT), 0.0)
     assert c.on_event(Acquire("s0"), 0.0) == []
-    assert c.state.session("s0").phase is Phase.WAITING
+    assert c.session("s0").phase is Phase.WAITING
     # the plan started at registration is stale by now (the acquire changed the session): a new one follows
     [again] = c.on_event(PlanFinished(start.job.id, start.job.solve()), 0.01)
     assert Route("s0", "a") in c.on_event(PlanFinished(again.job.id, again.job.solve()), 0.02)
@@ -81,7 +81,7 @@ def test_a_session_waits_when_no_node_has_room_for_its_whole_footprint():
     assert c.on_event(Acquire("s0"), 0.0) == [Route("s0", "a")]
     assert c.on_event(Acquire("s1"), 0.0) == [Route("s1", "a")]
     assert c.on_event(Acquire("s2"), 0.0) == []  # 1,907 cells do not fit in the 123 left
-    assert c.state.session("s2").phase is Phase.WAITING
+    assert c.session("s2").phase is Phase.WAITING
     assert_within_capacity(c)
 
 
@@ -168,7 +168,7 @@ def test_a_queue_inside_vllm_holds_the_target_and_the_static_rule_never_moves_it
     c = one_session("tao-static-admit")
     kept_turns(c, 200, 1.0, PROMPT)
     assert target(c) is None  # the settings' target
-    assert capacity_cells(c.state.nodes["a"], c.settings) == int(BIG * 0.9) // 16
+    assert capacity_cells(c.nodes["a"], c.settings) == int(BIG * 0.9) // 16
 
 
 def test_the_target_holds_while_more_waits_than_the_headroom_of_the_fleet_could_take():
@@ -243,7 +243,7 @@ def test_no_node_holders_pass_its_capacity_when_sessions_come_and_go_through_the
             live.append(session)
         elif live:
             session = rng.choice(live)
-            state = c.state.session(session)
+            state = c.session(session)
             if state.phase is Phase.IN_LLM:
                 node = state.node
                 # the context never outgrows the footprint admitted: prompt + completion ≤ announced + expected output
@@ -257,6 +257,6 @@ def test_no_node_holders_pass_its_capacity_when_sessions_come_and_go_through_the
                 else:
                     c.on_event(Acquire(session), now)
         assert_within_capacity(c)
-        for s in c.state.sessions.values():
+        for s in c.sessions.values():
             s.check()
     assert len(sizes) > 20

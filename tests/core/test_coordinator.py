@@ -45,19 +45,19 @@ def start(coordinator, session_id, now=0.0):
 
 
 def finish_call(coordinator, session_id, now, node=None):
-    node = node or coordinator.state.session(session_id).node
+    node = node or coordinator.session(session_id).node
     return coordinator.on_event(LlmEnd(session_id, node, PROMPT, 0, 500), now)
 
 
 def phases(coordinator):
-    return {s.id: (s.phase, s.node) for s in coordinator.state.sessions.values()}
+    return {s.id: (s.phase, s.node) for s in coordinator.sessions.values()}
 
 
 def assert_capacity_respected(coordinator):
-    holders = Counter(s.node for s in coordinator.state.sessions.values() if s.node is not None)
-    assert coordinator.state.holders == holders
-    used = coordinator.state.used_cells(coordinator.settings)
-    for node_id, node in coordinator.state.nodes.items():
+    holders = Counter(s.node for s in coordinator.sessions.values() if s.node is not None)
+    assert coordinator.holders == holders
+    used = coordinator.used_cells()
+    for node_id, node in coordinator.nodes.items():
         assert used.get(node_id, 0) <= capacity_cells(node, coordinator.settings)
 
 
@@ -68,7 +68,7 @@ def test_admission_fills_capacity_and_the_rest_waits():
     assert all(isinstance(r[0], Route) for r in routed[:4])
     assert [p for p, _ in phases(c).values()].count(Phase.WAITING) == 2
     assert_capacity_respected(c)
-    for session in c.state.sessions.values():
+    for session in c.sessions.values():
         session.check()
 
 
@@ -87,10 +87,10 @@ def test_fresh_cache_credit_keeps_a_long_tool_resident_until_it_decays():
     start(c, "s0")
     start(c, "s1")
     start(c, "s2")
-    assert c.state.session("s2").phase is Phase.WAITING
+    assert c.session("s2").phase is Phase.WAITING
     finish_call(c, "s0", 2.0)
     c.on_event(ToolStart("s0", "t1", "bash", DurationHints(sleep_s=300)), 2.0)
-    assert c.state.session("s0").node == "a"  # 30k tokens of fresh credit outrank a ready newcomer
+    assert c.session("s0").node == "a"  # 30k tokens of fresh credit outrank a ready newcomer
     # credit of 30,500 tokens falls below one unit (1,024) after 10·log2(29.8) ≈ 49 s: time alone changes the
     # decision then, so the coordinator asks to be woken just after
     assert c.next_wakeup() == pytest.approx(2.0 + 10 * math.log2(30_500 / 1024), abs=1e-3)
@@ -149,7 +149,7 @@ def test_unhealthy_node_loses_its_idle_holders_to_the_healthy_one():
 def test_calls_in_flight_are_never_moved_even_off_a_failing_node():
     c = fleet()
     start(c, "s0")
-    node = c.state.session("s0").node
+    node = c.session("s0").node
     c.on_event(NodeUpdate(node, 70_000, healthy=False), 1.0)
     assert phases(c)["s0"] == (Phase.IN_LLM, node)
     c.on_event(LlmEnd("s0", node, error="connection reset"), 2.0)
@@ -159,7 +159,7 @@ def test_calls_in_flight_are_never_moved_even_off_a_failing_node():
 def test_removed_node_and_unknown_node():
     c = fleet()
     c.on_event(NodeRemoved("b"), 1.0)
-    assert set(c.state.nodes) == {"a"}
+    assert set(c.nodes) == {"a"}
     with pytest.raises(UnknownNode):
         c.on_event(NodeRemoved("b"), 1.0)
 
@@ -168,7 +168,7 @@ def test_router_policy_routes_every_call_at_once_and_never_plans():
     c = fleet(policy="round-robin")
     nodes = [start(c, f"s{i}")[0].node for i in range(6)]
     assert nodes == ["a", "b", "a", "b", "a", "b"]
-    assert c.planner.stats.started == 0
+    assert c.plan_stats.started == 0
     finish_call(c, "s0", 1.0)
     assert c.on_event(Acquire("s0"), 2.0) == [Route("s0", "a")]  # the seventh call
 
@@ -180,7 +180,7 @@ def test_lease_expires_without_events_and_heartbeats_renew_it():
     c.on_event(Heartbeat("s1"), 20.0)
     assert c.next_wakeup() == 30.0
     assert c.on_event(Tick(), 31.0) == [Expired("s0")]
-    assert set(c.state.sessions) == {"s1"}
+    assert set(c.sessions) == {"s1"}
     with pytest.raises(UnknownSession):
         c.on_event(Acquire("s0"), 32.0)
 
@@ -191,7 +191,7 @@ def test_tool_timeout_hint_extends_the_lease():
     finish_call(c, "s0", 1.0)
     c.on_event(ToolStart("s0", "t", "bash", DurationHints(timeout_s=600)), 1.0)
     assert c.on_event(Tick(), 300.0) == []
-    assert "s0" in c.state.sessions
+    assert "s0" in c.sessions
 
 
 def test_tool_durations_are_learned_and_predict_the_next_call():
@@ -201,9 +201,9 @@ def test_tool_durations_are_learned_and_predict_the_next_call():
     for k in range(16):
         c.on_event(ToolStart("s0", f"t{k}", "Bash", program="pytest"), 10.0 * k)
         c.on_event(ToolEnd("s0", f"t{k}", duration_s=2.0), 10.0 * k + 2)
-    assert list(c.history.shared("bash:pytest").values()) == [2.0] * 16
+    assert list(c._history.shared("bash:pytest").values()) == [2.0] * 16
     c.on_event(ToolStart("s0", "t99", "bash", program="pytest"), 200.0)  # another harness's spelling: one key
-    running = c.state.session("s0").tools[0]
+    running = c.session("s0").tools[0]
     assert running.source == "forecast"
     assert running.predicted_end == pytest.approx(202.0)
     # not back within H = 1 s at first; then likely, as 2 s nears; then not, when it has run past what was seen
@@ -220,7 +220,7 @@ def test_the_bound_rule_predicts_todays_empirical_bernstein_bound():
         c.on_event(ToolStart("s0", f"t{k}", "pytest"), 10.0 * k)
         c.on_event(ToolEnd("s0", f"t{k}", duration_s=2.0), 10.0 * k + 2)
     c.on_event(ToolStart("s0", "t9", "pytest"), 100.0)
-    running = c.state.session("s0").tools[0]
+    running = c.session("s0").tools[0]
     # the bound: mean 2 s, no variance, range term 3 · 2 s · ln(3/0.2) / 4
     assert running.source == "tool"
     end = 100.0 + 2.0 + 3 * 2.0 * math.log(15) / 4
@@ -234,19 +234,19 @@ def test_expired_prediction_is_reestimated_at_most_every_interval():
     finish_call(c, "s0", 0.0)
     c.on_event(ToolStart("s0", "t", "bash"), 0.0)  # default 5 s
     c.on_event(Tick(), 10.0)
-    assert c.state.session("s0").tools[0].predicted_end == 5.0  # expired, but not yet 30 s old
+    assert c.session("s0").tools[0].predicted_end == 5.0  # expired, but not yet 30 s old
     assert c.next_wakeup() == 30.0
     c.on_event(Tick(), 30.0)
-    tool = c.state.session("s0").tools[0]
+    tool = c.session("s0").tools[0]
     assert (tool.source, tool.predicted_at, tool.predicted_end) == ("reestimate", 30.0, 35.0)
 
 
 def test_kv_event_evidence_reaches_the_session():
     c = fleet()
     start(c, "s0")
-    version = c.state.session("s0").version
+    version = c.session("s0").version
     c.on_event(CacheResidency("a", "s0", 4096), 1.0)
-    session = c.state.session("s0")
+    session = c.session("s0")
     assert session.version == version + 1
     assert [(e.node, e.tokens) for e in session.evidence] == [("a", 4096)]
 
@@ -269,11 +269,11 @@ def test_kv_event_evidence_reaches_the_session():
 def test_bad_input_raises_a_named_error_and_changes_nothing(event, error):
     c = fleet()
     start(c, "s0")
-    before = (dict(c.state.sessions), dict(c.state.nodes), set(c.state.pool), c.planner.stats.started)
+    before = (dict(c.sessions), dict(c.nodes), set(c.waiting), c.plan_stats.started)
     with pytest.raises(error) as raised:
         c.on_event(event(), 1.0)
     assert str(raised.value)
-    assert (dict(c.state.sessions), dict(c.state.nodes), set(c.state.pool), c.planner.stats.started) == before
+    assert (dict(c.sessions), dict(c.nodes), set(c.waiting), c.plan_stats.started) == before
 
 
 def test_unknown_policy_names_the_known_ones():

@@ -36,12 +36,12 @@ def test_a_refused_call_moves_the_session_and_its_retry_to_another_node():
     coordinator = fleet()
     on_a(coordinator, "s")
     assert refuse(coordinator, "s", 1.0) == []
-    session = coordinator.state.session("s")
+    session = coordinator.session("s")
     assert not any(e.node == "a" for e in session.evidence)
     assert session.last_node is None  # a refused call was not served
     actions = coordinator.on_event(Acquire("s", avoid_nodes=("a",)), 1.0)
     assert Route("s", "b") in actions
-    assert (coordinator.state.session("s").phase, coordinator.state.session("s").node) == (Phase.IN_LLM, "b")
+    assert (coordinator.session("s").phase, coordinator.session("s").node) == (Phase.IN_LLM, "b")
 
 
 def test_a_retry_moves_a_place_the_planner_gave_back_to_the_refuser():
@@ -49,8 +49,8 @@ def test_a_retry_moves_a_place_the_planner_gave_back_to_the_refuser():
     on_a(coordinator, "s")
     refuse(coordinator, "s", 1.0)
     coordinator.on_event(Acquire("s"), 1.0)  # no avoid: the session may be placed on a again
-    coordinator.on_event(LlmEnd("s", coordinator.state.session("s").node, PROMPT, 0, 10), 1.5)
-    held = coordinator.state.session("s").node
+    coordinator.on_event(LlmEnd("s", coordinator.session("s").node, PROMPT, 0, 10), 1.5)
+    held = coordinator.session("s").node
     actions = coordinator.on_event(Acquire("s", avoid_nodes=(held,)), 2.0)
     other = "b" if held == "a" else "a"
     assert Route("s", other) in actions
@@ -71,11 +71,11 @@ def test_the_node_is_demoted_at_the_third_refusal_in_a_row_and_a_served_call_sta
     actions = refuse(coordinator, "s4", 4.0, how="ConnectError: [Errno 111] Connection refused")
     reason = "3 calls refused in a row (last: ConnectError: [Errno 111] Connection refused)"
     assert [a for a in actions if isinstance(a, NodeDemoted)] == [NodeDemoted("a", reason)]
-    assert not coordinator.state.nodes["a"].healthy
-    assert coordinator.demotions.demoted_total["a"] == 1 and coordinator.demotions.refused_total["a"] == 5
+    assert not coordinator.nodes["a"].healthy
+    assert coordinator.demotion("a").demoted_total == 1 and coordinator.demotion("a").refused_total == 5
     coordinator.on_event(Register("new", expected_input_tokens=PROMPT), 5.0)
     assert Route("new", "a") not in coordinator.on_event(Acquire("new"), 5.0)
-    assert all(s.node != "a" for s in coordinator.state.sessions.values())  # its holders were re-planned
+    assert all(s.node != "a" for s in coordinator.sessions.values())  # its holders were re-planned
 
 
 def demoted(probe_interval_s=2.0):
@@ -89,15 +89,15 @@ def test_a_demoted_node_is_probed_every_interval_and_a_scrape_does_not_restore_i
     coordinator = demoted()
     assert coordinator.next_wakeup() == 12.0
     coordinator.on_event(NodeUpdate("a", 70_000, healthy=True), 11.0)  # /health 200: still demoted
-    assert not coordinator.state.nodes["a"].healthy
+    assert not coordinator.nodes["a"].healthy
     assert ProbeNode("a") in coordinator.on_event(NodeUpdate("b", 70_000), 12.0)
     assert coordinator.next_wakeup() == 14.0  # asked again if no answer comes
     assert coordinator.on_event(NodeProbed("a", serves=False, detail="HTTP 503"), 12.5) == []
-    assert not coordinator.state.nodes["a"].healthy
+    assert not coordinator.nodes["a"].healthy
     actions = coordinator.on_event(NodeProbed("a", serves=True), 13.0)
     assert NodeRestored("a", 3.0) in actions
-    assert coordinator.state.nodes["a"].healthy and not coordinator.demotions.is_demoted("a")
-    assert coordinator.next_wakeup() != 14.0 and coordinator.demotions.restored_total["a"] == 1
+    assert coordinator.nodes["a"].healthy and not coordinator.demotion("a").demoted
+    assert coordinator.next_wakeup() != 14.0 and coordinator.demotion("a").restored_total == 1
     assert coordinator.on_event(NodeProbed("a", serves=True), 14.0) == []  # once restored, a late answer is nothing
 
 
@@ -105,20 +105,20 @@ def test_a_restored_node_keeps_what_its_scrapes_say():
     coordinator = demoted()
     coordinator.on_event(NodeUpdate("a", 70_000, healthy=False), 11.0)
     coordinator.on_event(NodeProbed("a", serves=True), 12.0)
-    assert not coordinator.demotions.is_demoted("a") and not coordinator.state.nodes["a"].healthy
+    assert not coordinator.demotion("a").demoted and not coordinator.nodes["a"].healthy
 
 
 def test_no_other_node_is_said_and_changes_nothing():
     coordinator = fleet(nodes=("a",))
     on_a(coordinator, "s")
-    before = coordinator.state.session("s")
+    before = coordinator.session("s")
     with pytest.raises(IllegalTransition, match="another call of the session runs on a"):
         coordinator.on_event(Acquire("s", avoid_nodes=("a",)), 0.5)  # an overlapping call runs there
     refuse(coordinator, "s", 1.0)
-    assert coordinator.cannot_avoid(coordinator.state.session("s"), {"a"}) == "no usable node other than a"
+    assert coordinator.cannot_avoid(coordinator.session("s"), {"a"}) == "no usable node other than a"
     with pytest.raises(IllegalTransition, match="no usable node other than a"):
         coordinator.on_event(Acquire("s", avoid_nodes=("a",)), 1.0)
-    assert coordinator.state.session("s").version == before.version + 1  # the refusal, nothing more
+    assert coordinator.session("s").version == before.version + 1  # the refusal, nothing more
 
 
 def test_bad_refusal_reports_are_refused_by_name_and_change_nothing():
@@ -128,10 +128,10 @@ def test_bad_refusal_reports_are_refused_by_name_and_change_nothing():
         Acquire("s", avoid_nodes=("",))
     coordinator = fleet()
     on_a(coordinator, "s")
-    before = coordinator.state.session("s")
+    before = coordinator.session("s")
     with pytest.raises(IllegalTransition, match="runs on a, not on b"):
         coordinator.on_event(LlmEnd("s", "b", error="HTTP 503", refused=True), 1.0)
-    assert coordinator.state.session("s") == before and coordinator.demotions.refused_total["b"] == 0
+    assert coordinator.session("s") == before and coordinator.demotion("b").refused_total == 0
     # a name the fleet does not have is avoided by construction
     refuse(coordinator, "s", 1.0)
     assert Route("s", "b") in coordinator.on_event(Acquire("s", avoid_nodes=("a", "gone")), 1.0)

@@ -214,6 +214,6 @@ def test_an_acquire_naming_the_next_tool_sets_the_readiness_the_coming_tool_star
     c.on_event(Acquire("s", step_id="7", expected_next_tools=("bash",)), 1.0)
     c.on_event(LlmEnd("s", "a", 1_000, 0, 10), 2.0)
     c.on_event(ToolStart("s", "new", "mcp_build"), 2.0)  # a name the fleet has never seen
-    tool = c.state.session("s").tools[0]
+    tool = c.session("s").tools[0]
     assert (tool.predicted_end > 2.0 + 30.0) is told
     assert (tool.readiness.initial == 0) is told

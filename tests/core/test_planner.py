@@ -31,14 +31,14 @@ def test_one_plan_in_flight_and_events_meanwhile_coalesce_into_the_next():
     job = only_job(c.on_event(Register("s0", expected_input_tokens=PROMPT), 0.0))
     assert c.on_event(Register("s1", expected_input_tokens=PROMPT), 0.1) == []
     assert c.on_event(Register("s2", expected_input_tokens=PROMPT), 0.2) == []
-    assert c.planner.dirty and c.planner.in_flight is job
+    assert c.plan_pending and c.plan_in_flight is job
     actions = c.on_event(PlanFinished(job.id, job.solve()), 0.3)
     assert Admit("s0", "a") in actions
     follow_up = only_job(actions)  # the coalesced events get one plan, not two
     actions = c.on_event(PlanFinished(follow_up.id, follow_up.solve()), 0.4)
     assert Admit("s1", "a") in actions
-    assert c.state.session("s2").phase is Phase.WAITING  # no room
-    assert c.planner.stats.started == 2
+    assert c.session("s2").phase is Phase.WAITING  # no room
+    assert c.plan_stats.started == 2
 
 
 def test_stale_version_ends_the_applied_prefix():
@@ -46,13 +46,13 @@ def test_stale_version_ends_the_applied_prefix():
     job = only_job(c.on_event(Register("s0", expected_input_tokens=PROMPT), 0.0))
     c.on_event(Register("s1", expected_input_tokens=PROMPT), 0.0)
     c.on_event(PlanFinished(job.id, job.solve()), 0.0)
-    job = c.planner.in_flight
+    job = c.plan_in_flight
     plan = job.solve()
     assert [p.session_id for p in plan.placements] == ["s1"]
     c.on_event(Acquire("s1", expected_input_tokens=PROMPT), 0.1)  # s1 changed after the snapshot
     actions = c.on_event(PlanFinished(job.id, plan), 0.2)
-    assert c.planner.stats.dropped == 1
-    assert c.state.session("s1").phase is Phase.WAITING
+    assert c.plan_stats.dropped == 1
+    assert c.session("s1").phase is Phase.WAITING
     retry = only_job(actions)
     assert Route("s1", "a") in c.on_event(PlanFinished(retry.id, retry.solve()), 0.3)
 
@@ -63,8 +63,8 @@ def test_capacity_gone_or_node_unhealthy_cuts_the_plan():
         job = only_job(c.on_event(Register("s0", expected_input_tokens=PROMPT), 0.0))
         c.on_event(change, 0.1)
         c.on_event(PlanFinished(job.id, job.solve()), 0.2)
-        assert c.state.session("s0").node is None
-        assert c.planner.stats.dropped == 1
+        assert c.session("s0").node is None
+        assert c.plan_stats.dropped == 1
 
 
 def test_longest_valid_prefix_is_applied_and_the_rest_dropped():
@@ -73,9 +73,9 @@ def test_longest_valid_prefix_is_applied_and_the_rest_dropped():
     c.on_event(Register("s1", expected_input_tokens=PROMPT), 0.0)
     c.on_event(Register("s2", expected_input_tokens=PROMPT), 0.0)
     c.on_event(PlanFinished(job.id, job.solve()), 0.0)
-    job = c.planner.in_flight
+    job = c.plan_in_flight
     c.on_event(PlanFinished(job.id, job.solve()), 0.0)
-    s0, s1, s2 = (c.state.session(s) for s in ("s0", "s1", "s2"))
+    s0, s1, s2 = (c.session(s) for s in ("s0", "s1", "s2"))
     assert (s0.node, s1.node, s2.node) == ("a", "a", None)
     # a hand-made plan: release s0 (valid), place s2 (valid), then place s1 at a version it no longer has
     plan = Plan(
@@ -86,9 +86,9 @@ def test_longest_valid_prefix_is_applied_and_the_rest_dropped():
         )
     )
     c.on_event(Register("s3"), 0.1)
-    c.on_event(PlanFinished(c.planner.in_flight.id, plan), 0.1)
-    assert (c.state.session("s0").node, c.state.session("s2").node, c.state.session("s1").node) == (None, "a", "a")
-    assert c.planner.stats.cut == 1
+    c.on_event(PlanFinished(c.plan_in_flight.id, plan), 0.1)
+    assert (c.session("s0").node, c.session("s2").node, c.session("s1").node) == (None, "a", "a")
+    assert c.plan_stats.cut == 1
 
 
 def test_moves_release_their_old_place_before_anything_is_placed():
@@ -97,22 +97,22 @@ def test_moves_release_their_old_place_before_anything_is_placed():
     c.on_event(PlanFinished(job.id, job.solve()), 0.0)
     job = only_job(c.on_event(Register("s1", expected_input_tokens=PROMPT), 0.0))
     c.on_event(PlanFinished(job.id, job.solve()), 0.0)
-    s0, s1 = c.state.session("s0"), c.state.session("s1")
+    s0, s1 = c.session("s0"), c.session("s1")
     # swapping the two sessions only works if both old places are released first, whatever the order of the moves
     swap = Plan((Placement("s0", s0.version, s1.node, PROMPT), Placement("s1", s1.version, s0.node, PROMPT)))
     job = only_job(c.on_event(Register("s2"), 0.1))
     c.on_event(PlanFinished(job.id, swap), 0.1)
-    assert (c.state.session("s0").node, c.state.session("s1").node) == (s1.node, s0.node)
-    assert c.planner.stats.applied >= 3
+    assert (c.session("s0").node, c.session("s1").node) == (s1.node, s0.node)
+    assert c.plan_stats.applied >= 3
 
 
 def test_a_late_result_for_a_finished_job_is_ignored():
     c = async_fleet()
     job = only_job(c.on_event(Register("s0", expected_input_tokens=PROMPT), 0.0))
     c.on_event(PlanFinished(job.id, job.solve()), 0.1)
-    before = dict(c.state.sessions)
+    before = dict(c.sessions)
     assert c.on_event(PlanFinished(job.id, job.solve()), 0.2) == []
-    assert dict(c.state.sessions) == before
+    assert dict(c.sessions) == before
 
 
 def test_sessions_inside_a_call_are_not_candidates():

@@ -117,24 +117,24 @@ def retention_cycles(c, half_life, cycles, at=1.0):
 def test_calls_of_a_session_that_lost_its_place_fit_the_node_half_life_that_credit_then_decays_with():
     c = coordinator()
     at = retention_cycles(c, 40.0, 19)
-    assert c.half_lives.observations("a") == 19 and c.state.nodes["a"].credit_half_life_s is None
+    assert c.retention_observations("a") == 19 and c.nodes["a"].credit_half_life_s is None
     at = retention_cycles(c, 40.0, 1, at)
-    fitted = c.state.nodes["a"].credit_half_life_s
+    fitted = c.nodes["a"].credit_half_life_s
     assert fitted is not None and abs(math.log(fitted / 40.0)) < math.log(1.2)
     # the 30,000 tokens of the last call: 29 units now, 14 one fitted half-life later
-    x = c.state.sessions["x"]
+    x = c.sessions["x"]
     credit = CacheCredit()
-    assert credit.on_nodes(x, SignalContext(at, c.settings, c.state.nodes)) == {"a": 29}
-    assert credit.on_nodes(x, SignalContext(at + fitted, c.settings, c.state.nodes)) == {"a": 14}
-    assert CacheCredit(decay=False).on_nodes(x, SignalContext(at + 1e5, c.settings, c.state.nodes)) == {"a": 29}
+    assert credit.on_nodes(x, SignalContext(at, c.settings, c.nodes)) == {"a": 29}
+    assert credit.on_nodes(x, SignalContext(at + fitted, c.settings, c.nodes)) == {"a": 14}
+    assert CacheCredit(decay=False).on_nodes(x, SignalContext(at + 1e5, c.settings, c.nodes)) == {"a": 29}
     # it wakes when the credit falls below one unit at the fitted half-life, not at the configured one
     assert c.next_wakeup() == pytest.approx(at + fitted * math.log2(PROMPT / 1024), abs=1e-3)
     # a scrape keeps the fitted value; removing the node forgets it
     c.on_event(NodeUpdate("a", 70_000, running=1), at)
-    assert c.state.nodes["a"].credit_half_life_s == fitted
+    assert c.nodes["a"].credit_half_life_s == fitted
     c.on_event(NodeRemoved("a"), at)
     c.on_event(NodeUpdate("a", 70_000), at)
-    assert c.half_lives.observations("a") == 0 and c.state.nodes["a"].credit_half_life_s is None
+    assert c.retention_observations("a") == 0 and c.nodes["a"].credit_half_life_s is None
 
 
 def test_a_session_that_held_its_place_feeds_no_fit():
@@ -143,7 +143,7 @@ def test_a_session_that_held_its_place_feeds_no_fit():
     c.on_event(ToolEnd("x", "t", 2.0), 3.0)
     assert c.on_event(Acquire("x"), 3.0) == [Route("x", "a")]
     c.on_event(LlmEnd("x", "a", PROMPT, 0, 0), 4.0)  # vLLM evicted it, but TAO held the place: not eviction by age
-    assert c.half_lives.observations("a") == 0
+    assert c.retention_observations("a") == 0
 
 
 def test_the_shared_prefix_other_sessions_keep_cached_says_nothing_about_the_session_s_own_cache():
@@ -158,7 +158,7 @@ def test_the_shared_prefix_other_sessions_keep_cached_says_nothing_about_the_ses
         elapsed = 10.0 * (0.25 + 0.25 * (k % 12))
         own = round((ASKED - shared) * 2.0 ** (-elapsed / 10.0))
         at = evicted_and_back(c, "x", at, elapsed, shared + own)
-    fitted = c.state.nodes["a"].credit_half_life_s
+    fitted = c.nodes["a"].credit_half_life_s
     assert fitted is not None and abs(math.log(fitted / 10.0)) < math.log(1.2)
 
 
@@ -166,5 +166,5 @@ def test_the_shared_prefix_other_sessions_keep_cached_says_nothing_about_the_ses
 def test_a_fixed_half_life_or_no_decay_leaves_the_nodes_alone(settings):
     c = coordinator(**settings)
     retention_cycles(c, 40.0, 25)
-    assert c.half_lives.observations("a") == 25  # still observed, for the metrics
-    assert c.state.nodes["a"].credit_half_life_s is None
+    assert c.retention_observations("a") == 25  # still observed, for the metrics
+    assert c.nodes["a"].credit_half_life_s is None

@@ -144,17 +144,17 @@ def test_rates_are_ratios_of_counter_increments_pooled_until_they_mean_something
 def test_the_coordinator_prices_a_nodes_tier_from_its_scrapes() -> None:
     core = Coordinator(make_policy("tao"), SETTINGS)
     core.on_event(NodeUpdate("a", 100_000, cpu_capacity_tokens=400_000, counters=EngineCounters()), 0.0)
-    node = core.state.nodes["a"]
+    node = core.nodes["a"]
     assert node.cpu_hit_worth == SETTINGS.cpu_hit_worth_prior and node.cpu_retention_s is None
     counters = EngineCounters(
         prefill_tokens_computed=40_000, prefill_seconds=2.0, offload_load_tokens=400_000, offload_load_seconds=2.0
     )
     core.on_event(NodeUpdate("a", 100_000, cpu_capacity_tokens=400_000, counters=counters), 10.0)
-    node = core.state.nodes["a"]
+    node = core.nodes["a"]
     assert node.cpu_hit_worth == 14 / 16  # loads 10× faster than recompute
     assert node.cpu_retention_s == 64.0
     core.on_event(NodeUpdate("b", 100_000), 10.0)
-    assert core.state.nodes["b"].cpu_hit_worth == 0.0  # no tier, no worth
+    assert core.nodes["b"].cpu_hit_worth == 0.0  # no tier, no worth
 
 
 def test_a_residency_names_a_tier_vllm_has() -> None:
@@ -177,7 +177,7 @@ def test_a_cpu_tier_stretches_what_tao_may_fill_on_a_node_by_its_worth_and_tao_n
                 "a", 100_000, cpu_capacity_tokens=400_000, counters=counters if now else EngineCounters()
             )
             core.on_event(update, now)
-        targets[name] = core.state.nodes["a"].utilization_target
+        targets[name] = core.nodes["a"].utilization_target
     # worth 14/16 (an idle link), a tier four times HBM: the target is stretched by 1 + 0.875 × 4
     assert targets["tao"] == pytest.approx(SETTINGS.utilization_target * (1 + 14 / 16 * 4))
     assert targets["tao-no-tier"] == SETTINGS.utilization_target

@@ -85,9 +85,9 @@ def test_tao_plans_new_sessions_onto_the_node_whose_steps_are_faster() -> None:
     core = Coordinator(make_policy("tao"), SETTINGS, inline_planning=True)
     measured(core, "a", 0.08)  # first by name: where a tie would go
     measured(core, "b", 0.02)
-    assert core.state.nodes["b"].decode_step_s == coarse_step_s(0.02)
+    assert core.nodes["b"].decode_step_s == coarse_step_s(0.02)
     for k in range(4):
         core.on_event(Register(f"s{k}", AgentProfile()), 2.0)
         core.on_event(Acquire(f"s{k}", 5_000), 2.0)
-    assert [core.state.sessions[f"s{k}"].node for k in range(4)] == ["b"] * 4
-    assert core.planner.stats.placements_applied == 4  # placed by plans, not by fast admission
+    assert [core.sessions[f"s{k}"].node for k in range(4)] == ["b"] * 4
+    assert core.plan_stats.placements_applied == 4  # placed by plans, not by fast admission

@@ -91,11 +91,11 @@ def test_the_coordinator_plans_a_new_sub_agent_onto_its_parents_node():
             c.on_event(NodeUpdate(node, 200_000), 0.0)
         c.on_event(Register("p", AgentProfile(shared_prefix_tokens=9_600), expected_input_tokens=40_000), 0.0)
         c.on_event(Acquire("p"), 0.0)
-        node = c.state.session("p").node
+        node = c.session("p").node
         c.on_event(LlmEnd("p", node, 40_000, 0, 100), 1.0)
         context = AgentProfile(parent_session_id="p", shared_prefix_tokens=9_600)
         c.on_event(Register("p/c", context, expected_input_tokens=10_000), 2.0)
-        return node, c.state.session("p/c").node
+        return node, c.session("p/c").node
 
     parent_node, child_node = run("tao")
     assert child_node == parent_node

@@ -39,7 +39,7 @@ async def restart(node: FakeNode) -> None:
 
 
 def credit(c: Running, session: str) -> int:
-    evidence = c.service.coordinator.state.session(session).evidence
+    evidence = c.service.coordinator.session(session).evidence
     return sum(e.tokens for e in evidence if e.source is EvidenceSource.KV_EVENTS and e.node == "node-0")
 
 

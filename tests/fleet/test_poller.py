@@ -83,4 +83,4 @@ async def test_a_cpu_tier_nodes_counters_reach_the_coordinator_as_a_node_update(
         offload_load_seconds=pytest.approx(loaded // 16 * block_link_s),
         kv_fetch_waiting=0,
     )
-    assert service.coordinator.state.nodes["n"].cpu_capacity_tokens == 640
+    assert service.coordinator.nodes["n"].cpu_capacity_tokens == 640

@@ -104,7 +104,7 @@ async def test_an_absurd_or_zero_capacity_quarantines_the_node_and_its_capacity_
         await set_faults(c)
         node = await until(c, lambda n: n["healthy"])
         assert not node["quarantined"] and node["capacity_tokens"] == CAPACITY
-        assert c.service.coordinator.state.nodes["node-0"].capacity_tokens == CAPACITY
+        assert c.service.coordinator.nodes["node-0"].capacity_tokens == CAPACITY
 
 
 async def test_a_node_that_starts_with_an_absurd_capacity_is_never_placed_on(tmp_path, caplog):

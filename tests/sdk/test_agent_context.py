@@ -135,7 +135,7 @@ async def test_an_oversized_register_context_is_refused_and_changes_nothing(coor
         body = {"session_id": "too-long-parent", "context": {"parent_session_id": "p" * 201}}
         answer = await http.post("/v1/sessions", json=body, headers=headers)
         assert (answer.status_code, answer.json()["field"]) == (422, "context.parent_session_id")
-        assert "too-long-parent" not in coordinator.service.coordinator.state.sessions
+        assert "too-long-parent" not in coordinator.service.coordinator.sessions
 
 
 def test_label_headers_past_the_protocol_s_limits_are_cut_or_left_out_never_an_error():

@@ -154,4 +154,4 @@ def test_after_a_restart_between_two_calls_the_next_call_is_scheduled(coordinato
             assert scheduled(s, client, f"after {turn}")
         assert not s.detached
         s.flush()
-        assert second.service.coordinator.state.sessions[s.id].completed_calls == 3
+        assert second.service.coordinator.sessions[s.id].completed_calls == 3

@@ -38,8 +38,8 @@ def test_example_runs_against_a_coordinator_with_a_token(example, fleet, coordin
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip()
-    assert not coordinator.service.coordinator.state.sessions  # every session closed on exit
-    assert coordinator.service.coordinator.planner.stats.started > 0  # registered: not routing on its own after a 401
+    assert not coordinator.service.coordinator.sessions  # every session closed on exit
+    assert coordinator.service.coordinator.plan_stats.started > 0  # registered: not routing on its own after a 401
 
 
 @pytest.mark.parametrize("example", EXAMPLE_FILES)

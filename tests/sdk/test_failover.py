@@ -211,7 +211,7 @@ def test_with_the_first_url_dead_every_call_goes_to_the_second_in_order(coordina
         assert not s.detached and s.state.replicas.leader == coordinator.url
         assert seen[s.id] == expected
     assert not unavailable(caplog)
-    assert coordinator.service.coordinator.state.sessions == {}  # closed, on the second URL
+    assert coordinator.service.coordinator.sessions == {}  # closed, on the second URL
 
 
 def test_async_sessions_follow_the_leader_too(coordinator, caplog):
@@ -258,9 +258,9 @@ def test_a_coordinator_stopped_mid_session_hands_the_session_to_the_next(coordin
         s.flush()
         assert time.monotonic() - started < 5
         assert not s.detached and s.state.replicas.leader == second.url
-        assert second.service.coordinator.state.sessions[s.id].completed_calls == 3
+        assert second.service.coordinator.sessions[s.id].completed_calls == 3
         assert seen[s.id][-2:] == [("ToolStart", call.call_id), ("ToolEnd", call.call_id)]
-    assert second.service.coordinator.state.sessions == {}
+    assert second.service.coordinator.sessions == {}
     assert not unavailable(caplog)
     assert any("follows the coordinator's leader" in r.getMessage() for r in caplog.records)
 
@@ -392,6 +392,6 @@ def test_a_standby_sends_the_client_to_the_leader_and_no_call_fails(coordinator_
             assert not s.detached and s.state.replicas.leader == leader.url
             assert on_leader[s.id] == expected
             assert s.id not in on_standby  # a standby never serves a write
-        assert leader.service.coordinator.state.sessions == {}  # closed on the leader
+        assert leader.service.coordinator.sessions == {}  # closed on the leader
     assert not unavailable(caplog)
     assert any(f"follows the coordinator's leader at {leader.url}" in r.getMessage() for r in caplog.records)

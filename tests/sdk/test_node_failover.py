@@ -55,13 +55,13 @@ def metric(coordinator, name, node):
 
 def ready(coordinator):
     """The coordinator once it has scraped every node healthy: placements do not depend on which answered first."""
-    nodes = coordinator.service.coordinator.state.nodes
+    nodes = coordinator.service.coordinator.nodes
     until(lambda: len(nodes) == len(coordinator.config.nodes) and all(node.healthy for node in nodes.values()))
     return coordinator
 
 
-def demotions(coordinator):
-    return coordinator.service.coordinator.demotions
+def demotion(coordinator, node):
+    return coordinator.service.coordinator.demotion(node)
 
 
 def until(check, timeout=5.0):
@@ -147,7 +147,7 @@ def test_a_node_answering_503_loses_its_calls_to_the_idle_node_and_is_demoted(
     node = nodes(coordinator)["node-0"]
     assert node["demoted"] and not node["healthy"]
     assert node["demoted_reason"] == "3 calls refused in a row (last: HTTP 503)"
-    assert demotions(coordinator).demoted_total["node-0"] == 1
+    assert demotion(coordinator, "node-0").demoted_total == 1
     assert metric(coordinator, "tao_node_demotions_total", "node-0") == 1.0
     assert metric(coordinator, "tao_node_demoted", "node-0") == 1.0
     assert metric(coordinator, "tao_node_refused_calls_total", "node-0") == sum(retried)
@@ -212,7 +212,7 @@ def test_a_killed_node_costs_no_call(coordinator_factory, caplog):
                 s.__exit__(None, None, None)
         node = nodes(coordinator)["node-0"]
         assert node["demoted"] and node["demoted_reason"].startswith("3 calls refused in a row (last: ConnectError")
-        assert demotions(coordinator).demoted_total["node-0"] == 1
+        assert demotion(coordinator, "node-0").demoted_total == 1
     no_traceback(caplog)
 
 
@@ -266,14 +266,14 @@ def test_every_client_retries_a_refused_call_once_on_the_node_the_coordinator_na
                 assert anthropic_call(s.anthropic(max_retries=0), stream)
             state = s.state
     assert state.retried_calls == 1 and state.last.node == "node-1"
-    until(lambda: demotions(coordinator).refused_total["node-0"] == 1)
+    until(lambda: demotion(coordinator, "node-0").refused_total == 1)
 
 
 async def _in_async_session(coordinator, kind, stream):
     async with tao_sdk.session(coordinator.url, coordinator.token) as s:
         text = await async_call(s, kind, stream)
         assert s.state.retried_calls == 1 and s.state.last.node == "node-1"
-    until(lambda: demotions(coordinator).refused_total["node-0"] == 1)
+    until(lambda: demotion(coordinator, "node-0").refused_total == 1)
     return text
 
 
@@ -297,7 +297,7 @@ def test_a_call_whose_answer_began_is_never_sent_again(coordinator_factory):
                     pass
             assert s.state.retried_calls == 0 and s.state.last.node == serving
             s.flush()
-        assert demotions(coordinator).refused_total[serving] == 0  # reported as failed, not refused
+        assert demotion(coordinator, serving).refused_total == 0  # reported as failed, not refused
 
 
 def test_with_no_other_node_the_client_gets_the_refusal_and_the_session_stays_scheduled(coordinator_factory):
@@ -307,7 +307,7 @@ def test_with_no_other_node_the_client_gets_the_refusal_and_the_session_stays_sc
             with pytest.raises(openai.InternalServerError, match="engine is currently busy"):
                 ask(s.openai(max_retries=0))
             assert s.state.retried_calls == 0 and not s.detached
-        until(lambda: demotions(coordinator).refused_total["node-0"] == 1)
+        until(lambda: demotion(coordinator, "node-0").refused_total == 1)
 
 
 def refuser_first(urls):
@@ -417,7 +417,7 @@ def test_refusal_reports_and_retries_are_checked_by_name(coordinator, fleet):
     assert answer.status_code == 422 and "a refused call must say how it was refused in error" in answer.text
     answer = httpx2.post(path + "/acquire", json={"avoid_nodes": [f"n{k}" for k in range(9)]}, headers=session)
     assert answer.status_code == 422 and answer.json()["field"] == "avoid_nodes"
-    sessions = coordinator.service.coordinator.state.sessions
+    sessions = coordinator.service.coordinator.sessions
     before = sessions[registered["session_id"]]
     answer = httpx2.post(path + "/acquire", json={"avoid_nodes": ["node-0", "node-1"]}, headers=session)
     assert answer.status_code == 503 and answer.json()["code"] == "no_other_node"
@@ -426,11 +426,11 @@ def test_refusal_reports_and_retries_are_checked_by_name(coordinator, fleet):
     assert granted["node"] == "node-1"
     done = {"node": "node-1", "error": "HTTP 429", "refused": True, "lease_id": granted["lease_id"]}
     assert httpx2.post(path + "/llm_end", json=done, headers=session).status_code == 204
-    assert demotions(coordinator).refused_total["node-1"] == 1
+    assert demotion(coordinator, "node-1").refused_total == 1
     again = httpx2.post(path + "/acquire", json={}, headers=session).json()  # a hook process reports through a batch
     done = {"node": again["node"], "error": "ConnectError: refused", "refused": True}
     event = {"kind": "llm_end", "session_id": registered["session_id"], "llm_end": done}
     event["session_token"] = registered["session_token"]
     batch = httpx2.post(coordinator.url + "/v1/events", json={"events": [event]}).json()
     assert batch["results"] == [{"ok": True, "status": 204}]
-    assert demotions(coordinator).refused_total[again["node"]] >= 1
+    assert demotion(coordinator, again["node"]).refused_total >= 1

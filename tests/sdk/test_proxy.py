@@ -56,7 +56,7 @@ def proxy(coordinator):
 
 
 def sessions(coordinator):
-    return coordinator.service.coordinator.state.sessions
+    return coordinator.service.coordinator.sessions
 
 
 def settled(coordinator, session_id, calls):

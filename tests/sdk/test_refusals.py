@@ -23,7 +23,7 @@ def ask(client, text="x"):
 def noticed(coordinator):
     """Until the coordinator has marked its node unhealthy."""
     deadline = time.monotonic() + 5
-    while (node := coordinator.service.coordinator.state.nodes.get("node-0")) is None or node.healthy:
+    while (node := coordinator.service.coordinator.nodes.get("node-0")) is None or node.healthy:
         assert time.monotonic() < deadline, "the coordinator did not notice the node is down"
         time.sleep(0.05)
 

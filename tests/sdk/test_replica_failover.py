@@ -84,7 +84,7 @@ def test_the_standby_takes_over_the_session_as_it_was_when_the_leader_stops(redi
             turn(client, s, f"after the failover {k} " * 20)
         s.flush()
         assert not s.detached and s.state.replicas.leader == standby.url
-        session = standby.service.coordinator.state.sessions[s.id]
+        session = standby.service.coordinator.sessions[s.id]
         # the session went on where it was: its calls counted across both leaders, never registered again
         assert session.completed_calls == 4 and session.last_node is not None
         assert not any(isinstance(e, Register) for e in on_standby)
@@ -115,8 +115,8 @@ def test_a_leader_paused_past_its_lease_writes_nothing_once_resumed(redis_server
         turn(client, s, "after the pause " * 20)
         s.flush()
         assert on_old == []  # whatever reached it late was refused before it touched anything
-        assert old.service.coordinator.state.sessions == {}  # it forgot what it held
-        live = new.service.coordinator.state.sessions[s.id]
+        assert old.service.coordinator.sessions == {}  # it forgot what it held
+        live = new.service.coordinator.sessions[s.id]
         stored = stored_session(redis_server, s.id)
         assert stored["completed_calls"] == live.completed_calls == 3
         assert stored["version"] == live.version  # what Redis holds is the new leader's, nothing later

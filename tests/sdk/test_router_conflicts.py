@@ -25,7 +25,7 @@ def config(coordinator, session_id):
 
 
 def phase(coordinator, session_id):
-    return coordinator.service.coordinator.state.sessions[session_id].phase
+    return coordinator.service.coordinator.sessions[session_id].phase
 
 
 def test_overlapping_calls_both_end(coordinator_factory, fleet):
@@ -43,7 +43,7 @@ def test_overlapping_calls_both_end(coordinator_factory, fleet):
     loop = asyncio.new_event_loop()
     first, second = loop.run_until_complete(overlap())
     assert first.node == second.node
-    session = coordinator.service.coordinator.state.sessions["overlap-1"]
+    session = coordinator.service.coordinator.sessions["overlap-1"]
     assert (session.phase, session.completed_calls) == (Phase.ADMITTED, 2)  # before: the first call never ended
     loop.run_until_complete(router.close())
     loop.close()

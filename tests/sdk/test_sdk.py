@@ -19,7 +19,7 @@ MODEL = "Qwen/Qwen3-32B"
 
 
 def core_session(coordinator, session_id):
-    return coordinator.service.coordinator.state.sessions.get(session_id)
+    return coordinator.service.coordinator.sessions.get(session_id)
 
 
 def seen(coordinator, s):
@@ -156,7 +156,7 @@ def test_tool_hints_arrive(coordinator):
         assert seen(coordinator, s).phase is Phase.READY
         starts = [(e.tool, e.program) for e, _ in items if isinstance(e, ToolStart)]
         assert starts == [("bash", "sleep"), ("grep", None), ("server", "python")]  # `cd` runs nothing; no command
-        learned = coordinator.service.coordinator.history.shared("*")
+        learned = coordinator.service.history.shared("*")
         assert learned is not None and len(learned) == 3
 
 

@@ -71,13 +71,13 @@ def test_router_feeds_are_observed_and_plan_nothing():
     c.on_event(NodeUpdate("a", 20_000), 0.0)
     c.on_event(Register("s", expected_input_tokens=15_000), 0.0)
     c.on_event(Register("t", expected_input_tokens=15_000), 0.0)  # does not fit next to s: waits
-    started = c.planner.stats.started
+    started = c.plan_stats.started
     assert c.on_event(NodeUpdate("a", 20_000, running=1, kv_usage=0.5), 1.0) == []
     assert c.on_event(KvCacheEvent("a", stored=((0, 4),)), 1.0) == []
     assert c.on_event(LlmFirstToken("s", "a"), 1.0) == []
-    assert c.planner.stats.started == started
+    assert c.plan_stats.started == started
     c.on_event(NodeUpdate("a", 40_000), 2.0)  # capacity changed: worth a plan
-    assert c.planner.stats.started == started + 1
+    assert c.plan_stats.started == started + 1
     with pytest.raises(UnknownNode):
         c.on_event(KvCacheEvent("b"), 3.0)
     with pytest.raises(UnknownSession):
@@ -91,7 +91,7 @@ def test_a_periodic_policy_plans_on_its_interval_while_sessions_live_even_when_n
     assert c.next_wakeup() is None  # no session: nothing to wake for
     c.on_event(Register("s"), 1.0)
     assert c.next_wakeup() == 6.0
-    c.state.pool.clear()  # pretend s holds a place: only the periodic tick can plan now
+    c._state.pool.clear()  # pretend s holds a place: only the periodic tick can plan now
     c.on_event(Tick(), 6.0)
     assert policy.plans_at[-1] == 6.0
     assert c.next_wakeup() == 11.0
@@ -102,7 +102,7 @@ def test_the_simulator_sends_each_policy_only_the_feeds_it_reads():
     profile = profile_by_name("h100-tp2")
     dynamo = FleetSimulation(workload, "dynamo", 3, profile, 2)
     dynamo.run()
-    assert any(index.size for index in dynamo.coordinator.policy.index.sets.values())  # KV events arrived
+    assert any(index.size for index in dynamo.coordinator._policy.index.sets.values())  # KV events arrived
     llmd = FleetSimulation(workload, "llm-d", 3, profile, 2)
     assert not llmd.feeds.kv_events and llmd.feeds.node_load
     # TAO's adaptive utilisation target reads the scraped preemptions and waiting queue, nothing else
@@ -138,4 +138,4 @@ def test_a_placement_of_weight_zero_is_not_held_to_taos_utilisation_target():
     c.on_event(NodeUpdate("a", 10_000), 0.0)
     for k in range(3):  # 3 × (8,192 + 512) tokens: far beyond 0.9 × 10,000 by TAO's footprint
         c.on_event(Register(f"s{k}"), 0.0)
-    assert all(s.node == "a" for s in c.state.sessions.values())
+    assert all(s.node == "a" for s in c.sessions.values())

@@ -70,17 +70,17 @@ def test_planner_counters_add_up_during_and_after_the_run(timing, delay_s):
     checked = []
 
     def check(_snapshot):
-        stats = simulation.coordinator.planner.stats
-        in_flight = simulation.coordinator.planner.in_flight is not None
+        stats = simulation.coordinator.plan_stats
+        in_flight = simulation.coordinator.plan_in_flight is not None
         checked.append(stats.started == stats.applied + stats.cut + stats.dropped + in_flight)
 
     simulation = FleetSimulation(
         CONTENDED, "tao", 8, TP1, 1, plan_timing=timing, plan_delay_s=delay_s, on_snapshot=check
     )
     metrics = simulation.run()
-    stats = simulation.coordinator.planner.stats
+    stats = simulation.coordinator.plan_stats
     assert checked and all(checked)
-    assert simulation.coordinator.planner.in_flight is None
+    assert simulation.coordinator.plan_in_flight is None
     assert metrics.plans == stats.started == metrics.plans_applied + metrics.plans_cut + metrics.plans_dropped
     assert (metrics.plans_applied, metrics.plans_cut, metrics.plans_dropped) == (
         stats.applied,

@@ -290,7 +290,7 @@ def test_every_plan_is_timed_once_and_its_placements_fit_the_snapshot_it_was_mad
     workload = generate("claude-code", sessions=12, seed=5, max_context=TP1.model_len_limit)
     simulation = FleetSimulation(workload, "tao", 6, TP1, 2, plan_timing="measured", on_snapshot=snapshots.append)
     simulation.run()
-    stats, plan_ms = simulation.coordinator.planner.stats, simulation.recorder.plan_ms
+    stats, plan_ms = simulation.coordinator.plan_stats, simulation.recorder.plan_ms
     assert len(snapshots) == len(plan_ms) == stats.started > 5
     assert stats.started == stats.applied + stats.cut + stats.dropped
     assert all(0 < ms < 1_000 for ms in plan_ms)

@@ -55,8 +55,8 @@ class Running:
 
     async def settled(self) -> None:
         """Until no plan is in flight or pending: state changes only through requests after this."""
-        planner = self.service.coordinator.planner
-        await eventually(lambda: planner.in_flight is None and not planner.dirty)
+        core = self.service.coordinator
+        await eventually(lambda: core.plan_in_flight is None and not core.plan_pending)
 
     async def register(self, expected: int = PROMPT, token: str | None = API_TOKEN, **fields: Any) -> tuple[str, str]:
         status, body = await self.call("POST", "/v1/sessions", {"expected_input_tokens": expected, **fields}, token)
@@ -107,7 +107,7 @@ async def running_coordinator(
     try:
         async with aiohttp.ClientSession() as http:
             running = Running(f"http://127.0.0.1:{port}", http, app, fleet, site)
-            await eventually(lambda: len(running.service.coordinator.state.nodes) == len(nodes))
+            await eventually(lambda: len(running.service.coordinator.nodes) == len(nodes))
             yield running
     finally:
         await runner.cleanup()

@@ -24,18 +24,16 @@ import pytest
 from pydantic import BaseModel
 
 from tao_coordinator.bench.session_memory import TOOL_NAMES, WIDE, largest_context
+from tao_coordinator.core.settings import CoreSettings
 from tao_coordinator.web import serve
-from tao_coordinator.web.limits import (
-    CONNECTION_BYTES_BOUND,
-    MAX_RUNNING_TOOLS,
-    SESSION_BYTES_BOUND,
-)
+from tao_coordinator.web.limits import CONNECTION_BYTES_BOUND, SESSION_BYTES_BOUND
 from tao_coordinator.web.timeline import ENTRIES
 from tao_sdk import protocol
 from tao_sdk.ids import SESSION_ID_PATTERN
 
 from .conftest import API_TOKEN, Running, http_request, raw_exchange, running_coordinator
 
+MAX_RUNNING_TOOLS = CoreSettings().max_running_tools
 SERVER = {"body_timeout_s": 0.5, "idle_timeout_s": 1.0, "acquire_wait_s": 0.2}
 HANG_BOUND_S = SERVER["body_timeout_s"] + serve.LINGER_S + 1.5
 """Longest any probe may take to be answered or closed."""
@@ -379,7 +377,7 @@ async def test_what_a_session_can_make_the_coordinator_hold_is_bounded(tmp_path,
         per_session = sum(stat.size_diff for stat in after.compare_to(before, "filename")) / 4
         print(f"\nper session, at every limit: {per_session / 1024:.0f} KiB (bound {SESSION_BYTES_BOUND / 1024:.0f})")
         assert per_session <= SESSION_BYTES_BOUND
-        assert all(len(s.tools) == MAX_RUNNING_TOOLS for s in c.service.coordinator.state.sessions.values())
+        assert all(len(s.tools) == MAX_RUNNING_TOOLS for s in c.service.coordinator.sessions.values())
         assert all(len(t.entries) == ENTRIES for t in c.service.timelines.live.values())
 
 
@@ -410,15 +408,16 @@ async def test_distinct_tool_names_and_gone_sessions_leave_bounded_state(tmp_pat
         assert status == 200 and all(r["ok"] for r in answer["results"])
         status, answer = await c.call("POST", "/v1/events", {"events": events[1000:]})
         assert status == 200 and all(r["ok"] for r in answer["results"])
-        assert c.service.coordinator.history.levels <= core["forecast_max_levels"]
+        assert c.service.history.levels <= core["forecast_max_levels"]
         # closed and expired sessions leave no token, lease or waiter behind
         for _ in range(50):
             sid, tok = await c.register()
             await c.call("POST", f"/v1/sessions/{sid}/acquire", {"wait_s": 0}, tok)
             assert (await c.call("DELETE", f"/v1/sessions/{sid}", token=tok))[0] == 204
         service = c.service
-        assert set(service.session_tokens) == {session} and set(service.leases) <= {session}
-        assert not service._waiters and set(service._unclaimed) <= {session}
+        leased, waiting, unclaimed = service.grants.holds()
+        assert set(service.session_tokens) == {session} and leased <= {session}
+        assert not waiting and unclaimed <= {session}
 
 
 async def test_connections_hold_bounded_memory_and_count(tmp_path, fleet):

@@ -7,7 +7,7 @@ from .conftest import API_TOKEN, running_coordinator
 
 def state_of(c):
     core = c.service.coordinator
-    return dict(core.state.sessions), set(core.state.pool), core.planner.stats.started
+    return dict(core.sessions), set(core.waiting), core.plan_stats.started
 
 
 async def test_tokens(tmp_path, fleet):
@@ -21,7 +21,7 @@ async def test_tokens(tmp_path, fleet):
         assert (status, body["field"]) == (403, "Authorization")
         assert (await c.call("POST", f"/v1/sessions/{mine}/heartbeat", None, API_TOKEN))[0] == 403
         assert (await c.call("DELETE", f"/v1/sessions/{mine}", None, other_token))[0] == 403
-        assert mine in c.service.coordinator.state.sessions
+        assert mine in c.service.coordinator.sessions
         assert (await c.call("GET", "/v1/nodes"))[0] == 401
         assert (await c.call("GET", "/v1/nodes", token=API_TOKEN))[0] == 200
         assert (await c.call("GET", "/healthz"))[0] == 200
@@ -131,7 +131,7 @@ async def test_a_batch_applies_each_event_on_its_own(tmp_path, fleet):
             (True, 204),
             (False, 403),  # another session's token: as for a session that exists, nothing said about "nobody"
         ]
-        assert c.service.coordinator.history.shared("bash").oldest_first() == [1.25]
+        assert c.service.history.shared("bash").oldest_first() == [1.25]
         assert (await c.call("POST", "/v1/events", {"events": []}))[0] == 422
 
 
@@ -152,5 +152,5 @@ async def test_a_batch_keeps_each_sessions_order_while_its_tool_ends_are_stored_
                 events.append({"kind": "tool_end", "session_id": session, "session_token": token, "tool_end": end})
         status, answer = await c.call("POST", "/v1/events", {"events": events})
         assert status == 200 and [r["status"] for r in answer["results"]] == [204] * 12
-        assert sorted(c.service.coordinator.history.shared("bash").oldest_first()) == [1.0, 1.0, 2.0, 2.0, 3.0, 3.0]
+        assert sorted(c.service.history.shared("bash").oldest_first()) == [1.0, 1.0, 2.0, 2.0, 3.0, 3.0]
         assert c.service.store.rows() == 6  # each acknowledged tool end is in the file when the answer comes

@@ -9,13 +9,15 @@ import logging
 
 import pytest
 
+from tao_coordinator.core.settings import CoreSettings
 from tao_coordinator.web import serve
-from tao_coordinator.web.limits import MAX_RUNNING_TOOLS
 from tao_coordinator.web.openapi import build_spec
 
 from .conftest import API_TOKEN, http_request, raw_exchange, running_coordinator
 
 HUGE = "9" * 5_000
+
+MAX_RUNNING_TOOLS = CoreSettings().max_running_tools
 
 
 def _json_endpoints(session: str) -> list[tuple[str, str]]:
@@ -147,7 +149,7 @@ async def test_oversized_strings_are_refused_naming_the_field(tmp_path, fleet, c
     async with running_coordinator(tmp_path, fleet) as c:
         status, body = await c.call("POST", "/v1/sessions", {"context": context}, API_TOKEN)
         assert (status, body["field"]) == (422, field)
-        assert c.service.coordinator.state.sessions == {}
+        assert c.service.coordinator.sessions == {}
 
 
 @pytest.mark.parametrize("session_id", ["a/b", "a b", "a%2Fb", "ü", "x" * 201, "", "a?b", "a#b", ".", "..", "-a"])
@@ -158,7 +160,7 @@ async def test_a_session_id_outside_the_allowed_characters_is_refused_saying_whi
         assert "a letter, a digit or one of . _ : @ + - (no '/')" in body["error"]
         batch = {"events": [{"kind": "register", "session_id": session_id}]}
         assert (await c.call("POST", "/v1/events", batch, API_TOKEN))[0] == 422
-        assert c.service.coordinator.state.sessions == {}
+        assert c.service.coordinator.sessions == {}
 
 
 async def test_a_session_runs_a_bounded_number_of_tools(tmp_path, fleet):
@@ -173,4 +175,4 @@ async def test_a_session_runs_a_bounded_number_of_tools(tmp_path, fleet):
             "POST", f"/v1/sessions/{session}/tool_start", {"call_id": "one-more", "tool": "x"}, token
         )
         assert (status, body["field"]) == (409, "call_id") and str(MAX_RUNNING_TOOLS) in body["error"]
-        assert len(c.service.coordinator.state.sessions[session].tools) == MAX_RUNNING_TOOLS
+        assert len(c.service.coordinator.sessions[session].tools) == MAX_RUNNING_TOOLS

@@ -24,13 +24,13 @@ async def test_distinct_tools_beyond_the_cap_are_forgotten_and_stay_forgotten(tm
         session, token = await c.register()
         status, answer = await c.call("POST", "/v1/events", {"events": tool_pairs(session, token, range(30))})
         assert status == 200 and all(result["ok"] for result in answer["results"])
-        history = c.service.coordinator.history
+        history = c.service.history
         assert history.levels == CAP and history.evicted == 30 + 1 - CAP
         kept = history.export()
     async with running_coordinator(tmp_path, fleet, core=core) as c:
         store = c.service.store
         await eventually(lambda: store.prunes >= 1)
-        restarted = c.service.coordinator.history.export()
+        restarted = c.service.history.export()
         assert restarted.keys() == kept.keys() == {"*", *(f"tool_{k}" for k in range(30 - CAP + 1, 30))}
         assert all(restarted[level] == kept[level] for level in kept if level != "*")
         assert store.rows() == CAP

@@ -49,7 +49,7 @@ async def test_a_session_registers_acquires_calls_and_reports(tmp_path, fleet):
         assert (await c.call("POST", f"/v1/sessions/{session}/llm_end", end, token))[0] == 204
         start = {"call_id": "t1", "tool": "bash", "hints": {"timeout_s": 120, "sleep_s": 2}}
         assert (await c.call("POST", f"/v1/sessions/{session}/tool_start", start, token))[0] == 204
-        core_session = c.service.coordinator.state.session(session)
+        core_session = c.service.coordinator.session(session)
         assert core_session.phase is Phase.IN_TOOL and core_session.tools[0].hints.timeout_s == 120
         assert core_session.evidence[0].source is EvidenceSource.USAGE
         _, listed = await c.call("GET", "/v1/sessions", token=API_TOKEN)
@@ -59,7 +59,7 @@ async def test_a_session_registers_acquires_calls_and_reports(tmp_path, fleet):
         assert (await c.call("POST", f"/v1/sessions/{session}/tool_end", {"call_id": "t1", "duration_s": 2.5}, token))[
             0
         ] == 204
-        assert c.service.coordinator.history.shared("bash").oldest_first() == [0.5]  # learned: beyond the 2 s sleep
+        assert c.service.history.shared("bash").oldest_first() == [0.5]  # learned: beyond the 2 s sleep
         assert (await c.call("DELETE", f"/v1/sessions/{session}", token=token))[0] == 204
         assert (await c.call("POST", f"/v1/sessions/{session}/acquire", {}, token))[0] == 404
 
@@ -104,7 +104,7 @@ async def test_a_tool_start_keeps_or_frees_capacity_as_the_planner_decides(tmp_p
         assert status == 200 and grant["node"] == grant_b["node"]
         await asyncio.sleep(0.3)  # credit is gone everywhere now: nothing else may change
         await c.settled()
-        state = c.service.coordinator.state
+        state = c.service.coordinator
         assert (state.session(b).phase, state.session(b).node) == (Phase.IN_TOOL, None)
         assert (state.session(a).phase, state.session(a).node) == (Phase.IN_TOOL, grant_a["node"])
         assert state.session(w).node == grant_b["node"]
@@ -119,7 +119,7 @@ async def test_a_node_killed_mid_run_is_marked_unhealthy_and_its_sessions_go_els
         await c.call("POST", f"/v1/sessions/{session}/llm_end", end, token)
         dead = int(grant["node"][-1])
         await fleet.nodes[dead].stop()
-        await eventually(lambda: not c.service.coordinator.state.nodes[grant["node"]].healthy)
+        await eventually(lambda: not c.service.coordinator.nodes[grant["node"]].healthy)
         _, nodes = await c.call("GET", "/v1/nodes", token=API_TOKEN)
         assert {n["name"]: n["healthy"] for n in nodes["nodes"]}[grant["node"]] is False
         status, again = await c.call("POST", f"/v1/sessions/{session}/acquire", {"wait_s": 5}, token)
@@ -133,7 +133,7 @@ async def test_a_vanished_client_loses_its_lease(tmp_path, fleet):
     async with running_coordinator(tmp_path, fleet, core={"lease_ttl_s": 0.3}) as c:
         session, token = await c.register()
         await c.call("POST", f"/v1/sessions/{session}/acquire", {}, token)
-        await eventually(lambda: session not in c.service.coordinator.state.sessions, timeout=3)
+        await eventually(lambda: session not in c.service.coordinator.sessions, timeout=3)
         assert (await c.call("POST", f"/v1/sessions/{session}/heartbeat", None, token))[0] == 404
 
 
@@ -143,7 +143,7 @@ async def test_heartbeats_keep_a_session_alive(tmp_path, fleet):
         for _ in range(6):
             await asyncio.sleep(0.15)
             assert (await c.call("POST", f"/v1/sessions/{session}/heartbeat", None, token))[0] == 204
-        assert session in c.service.coordinator.state.sessions
+        assert session in c.service.coordinator.sessions
 
 
 async def test_a_restart_keeps_the_learned_tool_history(tmp_path, fleet):
@@ -155,10 +155,10 @@ async def test_a_restart_keeps_the_learned_tool_history(tmp_path, fleet):
                 "POST", f"/v1/sessions/{session}/tool_end", {"call_id": f"c{k}", "duration_s": duration}, token
             )
     async with running_coordinator(tmp_path, fleet) as c:
-        assert c.service.coordinator.history.shared("make").oldest_first() == [1.5, 2.5, 3.5]
+        assert c.service.history.shared("make").oldest_first() == [1.5, 2.5, 3.5]
         session, token = await c.register()
         await c.call("POST", f"/v1/sessions/{session}/tool_start", {"call_id": "x", "tool": "make"}, token)
-        running = c.service.coordinator.state.session(session).tools[0]
+        running = c.service.coordinator.session(session).tools[0]
         assert running.predicted_end - running.started_at < c.service.config.core.default_tool_duration_s
 
 
@@ -172,7 +172,7 @@ async def test_kv_events_give_exact_per_session_credit(tmp_path):
         await chat(grant["base_url"], session, "lorem ipsum " * 400)
 
         def kv_evidence():
-            evidence = c.service.coordinator.state.session(session).evidence
+            evidence = c.service.coordinator.session(session).evidence
             return [e for e in evidence if e.source is EvidenceSource.KV_EVENTS and e.tokens > 0]
 
         await eventually(lambda: bool(kv_evidence()))
@@ -195,7 +195,7 @@ async def test_metrics_are_prometheus_text_and_move(tmp_path, fleet):
         assert await c.metric("tao_node_used_tokens", node=grant["node"]) > 0
         assert await c.metric("tao_acquire_wait_seconds_count") == 1
         assert await c.metric("tao_plans_total", outcome="applied") >= 1
-        assert await c.metric("tao_plan_seconds_count") == c.service.coordinator.planner.stats.started
+        assert await c.metric("tao_plan_seconds_count") == c.service.coordinator.plan_stats.started
         assert await c.metric("tao_plans_uncertified_total") == 0
         assert await c.metric("tao_readiness_horizon_seconds") == c.service.coordinator.settings.readiness_horizon_s
         assert await c.metric("tao_forecast_levels_evicted_total") == 0
@@ -215,7 +215,7 @@ async def test_metrics_are_prometheus_text_and_move(tmp_path, fleet):
         fitted = families.get("tao_node_credit_half_life_fitted_seconds")
         assert fitted is None or not fitted.samples  # no estimate yet
         for _ in range(20):
-            c.service.coordinator.half_lives.observe("node-0", 30.0, 1024, 256)  # a quarter kept after 30 s
+            c.service.coordinator._half_lives.observe("node-0", 30.0, 1024, 256)  # a quarter kept after 30 s
         assert abs(await c.metric("tao_node_credit_half_life_fitted_seconds", node="node-0") - 15.0) < 1.0
         assert await c.metric("tao_node_credit_half_life_seconds", node="node-0") == 10.0  # fit off by default
 
@@ -232,7 +232,7 @@ async def test_scraped_load_reaches_the_core_and_the_metrics(tmp_path):
             await stream.content.readline()
 
             def busy() -> bool:
-                node = c.service.coordinator.state.nodes["node-0"]
+                node = c.service.coordinator.nodes["node-0"]
                 return node.running == 1 and node.kv_usage > 0
 
             await eventually(busy)
@@ -254,11 +254,11 @@ async def test_overlapping_calls_share_a_lease_and_every_llm_end_is_accepted(tmp
         first = (await c.call("POST", f"/v1/sessions/{session}/acquire", {}, token))[1]
         second = (await c.call("POST", f"/v1/sessions/{session}/acquire", {}, token))[1]  # a side call meanwhile
         assert second["node"] == first["node"] and second["lease_id"] == first["lease_id"]
-        assert c.service.coordinator.state.session(session).llm_calls == 2
+        assert c.service.coordinator.session(session).llm_calls == 2
         for grant in (second, first):
             end = {"lease_id": grant["lease_id"], "node": grant["node"], "prompt_tokens": 100, "completion_tokens": 5}
             assert (await c.call("POST", f"/v1/sessions/{session}/llm_end", end, token))[0] == 204
-        assert c.service.coordinator.state.session(session).phase is Phase.ADMITTED
+        assert c.service.coordinator.session(session).phase is Phase.ADMITTED
 
 
 async def test_a_node_whose_calls_never_report_cached_tokens_is_warned_about_once(tmp_path, fleet, caplog):
@@ -325,7 +325,7 @@ async def test_a_node_with_two_dp_ranks_is_subscribed_on_port_plus_rank(tmp_path
             await chat(fleet.nodes[1].url + "/v1", session, "lorem ipsum " * 400)  # served by rank 1
 
             def kv_evidence():
-                evidence = c.service.coordinator.state.session(session).evidence
+                evidence = c.service.coordinator.session(session).evidence
                 return [e for e in evidence if e.source is EvidenceSource.KV_EVENTS and e.tokens > 0]
 
             await eventually(lambda: bool(kv_evidence()))

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from tao_coordinator.web.limits import MAX_CONTEXT_BYTES, MAX_RUNNING_TOOL_BYTES, MAX_RUNNING_TOOLS
+from tao_coordinator.core.settings import CoreSettings
 from tao_coordinator.web.timeline import ENTRIES, TEXT_BYTES
 
 from .conftest import API_TOKEN, running_coordinator
 
+LIMITS = CoreSettings()
+MAX_CONTEXT_BYTES = LIMITS.max_context_bytes
+MAX_RUNNING_TOOL_BYTES = LIMITS.max_running_tool_bytes
+MAX_RUNNING_TOOLS = LIMITS.max_running_tools
 WIDE = "\U0001f600"  # 4 bytes of UTF-8, 4 bytes a character in a Python string
 
 
@@ -28,20 +32,20 @@ def context_of(utf8_bytes: int) -> dict[str, Any]:
 
 async def test_a_context_past_its_budget_is_refused_and_one_at_it_is_taken(tmp_path, fleet):
     async with running_coordinator(tmp_path, fleet) as c:
-        before = set(c.service.coordinator.state.sessions)
+        before = set(c.service.coordinator.sessions)
         status, body = await c.call("POST", "/v1/sessions", {"context": context_of(MAX_CONTEXT_BYTES + 1)}, API_TOKEN)
         assert status == 422 and body["field"] == "context" and f"{MAX_CONTEXT_BYTES:,}" in body["error"]
         batch = {"events": [{"kind": "register", "session_id": "wide", "registration": {"context": context_of(9000)}}]}
         status, answer = await c.call("POST", "/v1/events", batch, API_TOKEN)
         assert answer["results"][0]["status"] == 422
-        assert set(c.service.coordinator.state.sessions) == before
+        assert set(c.service.coordinator.sessions) == before
         session, token = await c.register(context=context_of(MAX_CONTEXT_BYTES))
         # an acquire's step id and expected tools count too, and a refused one changes nothing
         status, body = await c.call(
             "POST", f"/v1/sessions/{session}/acquire", {"wait_s": 0, "expected_next_tools": ["bash"]}, token
         )
         assert status == 422 and body["field"] == "expected_next_tools"
-        assert c.service.coordinator.state.sessions[session].context.expected_next_tools == ()
+        assert c.service.coordinator.sessions[session].context.expected_next_tools == ()
         small, small_token = await c.register(context={"expected_next_tools": ["a" * 200] * 39})
         status, body = await c.call(
             "POST", f"/v1/sessions/{small}/acquire", {"wait_s": 0, "step_id": WIDE * 200}, small_token
@@ -66,7 +70,7 @@ async def test_running_tools_past_their_byte_budget_are_refused(tmp_path, fleet)
         _, answer = await c.call("POST", "/v1/events", {"events": starts})
         assert [r["status"] for r in answer["results"]] == [204] * 10 + [409]
         assert "end one first" in answer["results"][-1]["error"]
-        assert len(c.service.coordinator.state.sessions[session].tools) == 10
+        assert len(c.service.coordinator.sessions[session].tools) == 10
         assert MAX_RUNNING_TOOLS == 64  # short names still run 64 at once (tests/web/test_adversarial.py)
 
 

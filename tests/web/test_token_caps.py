@@ -40,14 +40,14 @@ async def test_a_token_at_its_live_session_cap_is_answered_429_and_other_tokens_
             body = await r.json()
         assert body["code"] == "max_live_sessions"
         assert "'flood'" in body["error"] and "max_live_sessions 3" in body["error"]
-        before = set(c.service.coordinator.state.sessions)
+        before = set(c.service.coordinator.sessions)
         for _ in range(5):
             assert (await c.call("POST", "/v1/sessions", {}, FLOOD))[0] == 429
         # the batch path is capped the same way, event by event
         batch = {"events": [{"kind": "register", "session_id": "flood-by-batch"}]}
         status, answer = await c.call("POST", "/v1/events", batch, FLOOD)
         assert status == 200 and answer["results"][0]["status"] == 429 and not answer["results"][0]["ok"]
-        assert set(c.service.coordinator.state.sessions) == before  # a refusal changes nothing
+        assert set(c.service.coordinator.sessions) == before  # a refusal changes nothing
         # other tokens keep registering: the default one under [limits], `other` under its own cap
         await c.register(token=API_TOKEN)
         others = [await c.register(token=OTHER) for _ in range(5)]
@@ -81,7 +81,7 @@ async def test_an_expired_session_frees_its_place_under_the_cap(tmp_path, fleet)
     async with running_coordinator(tmp_path, fleet, core={"lease_ttl_s": 0.3}, limits=limits, tokens=TOKENS) as c:
         await c.register(token=FLOOD)
         assert (await c.call("POST", "/v1/sessions", {}, FLOOD))[0] == 429
-        await eventually(lambda: not c.service.coordinator.state.sessions)
+        await eventually(lambda: not c.service.coordinator.sessions)
         await c.register(token=FLOOD)
 
 
@@ -165,7 +165,7 @@ def test_tao_proxy_fails_open_on_a_429_too(coordinator_factory, threaded_fleet, 
                 extra_headers={"x-session-affinity": session},
             )
             assert reply.usage.completion_tokens == 2
-        assert set(coordinator.service.coordinator.state.sessions) == {"proxy-first"}
+        assert set(coordinator.service.coordinator.sessions) == {"proxy-first"}
     said = [r.getMessage() for r in caplog.records if r.name == "tao_sdk" and "proxy-second" in r.getMessage()]
     assert len(said) == 1 and "429" in said[0]
 

@@ -9,9 +9,10 @@ the cost of one:
   what a flood of registrations costs (N sessions);
 - `active`: the same context, then model calls and tool calls until the session's timeline is full
   (`timeline.ENTRIES` entries) — a usual session that has been busy for a while (N / 5 sessions);
-- `limits`: every limit a client can reach at once, every string in 4-byte characters: the context at
-  `limits.MAX_CONTEXT_BYTES`, a timeline full of model calls with the longest error, a learned level of its own for
-  each of 64 tools, and 64 tools running whose ids and names fill `limits.MAX_RUNNING_TOOL_BYTES` (N / 5 sessions).
+- `limits`: every limit a client can reach at once (the defaults of `core/settings.py`), every string in 4-byte
+  characters: the context at `max_context_bytes`, a timeline full of model calls with the longest error, a learned
+  level of its own for each of 64 tools, and 64 tools running whose ids and names fill `max_running_tool_bytes`
+  (N / 5 sessions).
 
 Resident memory includes what the allocators keep (pymalloc arenas, glibc heaps); `limits.SESSION_BYTES_BOUND`
 states the bound as tracemalloc counts it (`tests/web/test_adversarial.py`).
@@ -31,12 +32,17 @@ from typing import Any
 
 import aiohttp
 
+from ..core.settings import CoreSettings
 from ..fakevllm import FakeNodeConfig, ThreadedFleet
 from ..local_coordinator import coordinator_process
-from ..web.limits import MAX_CONTEXT_BYTES, MAX_RUNNING_TOOLS, SESSION_BYTES_BOUND
+from ..web.limits import SESSION_BYTES_BOUND
 from ..web.timeline import ENTRIES
 from .memory import rss_bytes
 
+LIMITS = CoreSettings()
+"""The limits a session can reach at once: the coordinator's defaults."""
+MAX_CONTEXT_BYTES = LIMITS.max_context_bytes
+MAX_RUNNING_TOOLS = LIMITS.max_running_tools
 WIDE = "\U0001f600"
 TOOL_NAMES = [f"{k:02d}" + WIDE * 14 for k in range(MAX_RUNNING_TOOLS)]
 WARMUP = 5

@@ -33,17 +33,27 @@ Baseline policies may ask for more (see `policies/base.py`): per-session wake-up
 expiry), and a periodic plan even when nobody waits (ThunderAgent's scheduler tick, which pauses holders). Neither
 applies to TAO. Events that only feed routers (`KvCacheEvent`, `LlmFirstToken`, and a `NodeUpdate` that changes
 nothing but the node's load figures) change no session and plan nothing; the policy's `observe` sees them.
+
+What drivers and observers may know of the core is its read API, and nothing else: `sessions`/`session`, `nodes`,
+`holders`, `waiting`, `used_cells()`, the plan counters (`plan_stats`, `plan_in_flight`, `plan_pending`), the
+horizon, each node's demotion standing and half-life fit, and `settings`. Besides `on_event` and `next_wakeup`, a
+driver may only `take_touched` (what a replica writes, `web/replica.py`) and `restore` stored sessions. Everything
+else is private; `tests/core/test_read_api.py` pins this surface and fails when a module outside `core/` reads a
+private name of another object. The `ToolHistory` given to the constructor stays the caller's to read (to persist
+or count it): the core adds every tool end to it.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from types import MappingProxyType
 from typing import Any
 
 from . import state_machine
 from .actions import Action, Expired, NodeDemoted, NodeRestored, ProbeNode, Route, StartPlan
-from .demotion import Demotions
+from .demotion import Demotions, NodeDemotion
 from .errors import DuplicateSession, IllegalTransition, NoOtherNode
 from .events import (
     Acquire,
@@ -62,11 +72,11 @@ from .events import (
     ToolEnd,
     ToolStart,
 )
-from .forecast import AdaptiveHorizon, Forecaster, ToolHistory
+from .forecast import AdaptiveHorizon, Forecaster, ReadinessRule, ToolHistory
 from .model import AgentSession, CacheEvidence, EvidenceSource, Node, NodeId, NodeRates, Phase, RunningTool, SessionId
 from .node_rates import NodeRateFit
 from .plan import PlanFinished
-from .planner import Planner
+from .planner import Planner, PlannerStats
 from .policies.base import Policy
 from .settings import CoreSettings
 from .signals.cache_credit import node_half_life, with_evidence
@@ -74,6 +84,7 @@ from .signals.footprint import footprint_tokens
 from .signals.retention import HalfLifeFit
 from .signals.tier import cpu_hit_worth, cpu_retention_s
 from .signals.token_time import coarse_step_s
+from .snapshot import PlanJob
 from .state import FleetState, capacity_cells
 
 
@@ -86,43 +97,145 @@ class Coordinator:
         history: ToolHistory | None = None,
         inline_planning: bool = True,
     ) -> None:
-        self.policy = policy
-        self.settings = settings or CoreSettings()
-        self.history = history or ToolHistory.from_settings(self.settings)
-        self.forecaster = Forecaster(self.history, self.settings)
-        self.readiness_rule = policy.readiness_rule
-        self._binary_rule = self.readiness_rule if self.readiness_rule in ("bound", "paper") else None
+        self._policy = policy
+        self._settings = settings or CoreSettings()
+        self._history = history or ToolHistory.from_settings(self._settings)
+        self._forecaster = Forecaster(self._history, self._settings)
+        self._readiness_rule = policy.readiness_rule
+        self._binary_rule = self._readiness_rule if self._readiness_rule in ("bound", "paper") else None
         """The readiness rule when it is a binary one, whose predictions expire and are re-estimated (the forecast's
         schedules never expire)."""
-        self.horizon = AdaptiveHorizon(self.settings.readiness_horizon_s)
-        self.horizon_used_s = 0.0
+        self._horizon = AdaptiveHorizon(self._settings.readiness_horizon_s)
+        self._horizon_used_s = 0.0
         """The sum of the horizons tool starts were forecast with (over `tool_starts`: the mean H)."""
-        self.tool_starts = 0
-        self._adaptive_horizon = policy.readiness_horizon == "adaptive" and self.readiness_rule == "forecast"
+        self._tool_starts = 0
+        self._adaptive_horizon = policy.readiness_horizon == "adaptive" and self._readiness_rule == "forecast"
         """Only the `forecast` rule's horizon adapts; otherwise no wait is tracked."""
         self._pooled_at: dict[SessionId, float] = {}
         """When each session in the waiting pool asked for its call: its wait feeds the adaptive horizon."""
         self._now = -math.inf
-        self.state = FleetState(self._wake_times)
-        self.planner = Planner()
-        self.half_lives = HalfLifeFit()
-        self.rates = NodeRateFit()
-        self.demotions = Demotions(self.settings)
-        self.inline_planning = inline_planning
+        self._state = FleetState(self._wake_times)
+        self._planner = Planner()
+        self._half_lives = HalfLifeFit()
+        self._rates = NodeRateFit()
+        self._demotions = Demotions(self._settings)
+        self._inline_planning = inline_planning
         self._nodes_changed = False
         self._plan_interval = policy.plan_interval_s
         self._next_periodic: float | None = None
         self._periodic_due = False
 
+    # -- the read API: what drivers and observers may know of the core (tests/core/test_read_api.py pins it) -----
+
+    @property
+    def settings(self) -> CoreSettings:
+        """The core's settings (frozen): limits and figures the drivers share with the core."""
+        return self._settings
+
+    @property
+    def readiness_rule(self) -> ReadinessRule | None:
+        """How the policy forecasts tool starts (`forecast/forecaster.py`); None: it reads no readiness."""
+        return self._readiness_rule
+
+    @property
+    def sessions(self) -> Mapping[SessionId, AgentSession]:
+        """Every live session by id, read-only; a closed one is gone. Each value is immutable (a transition puts a
+        new object), so a reader may keep one as the state it saw."""
+        return MappingProxyType(self._state.sessions)
+
+    def session(self, session_id: SessionId) -> AgentSession:
+        """The live session `session_id`; raises `UnknownSession` when there is none."""
+        return self._state.session(session_id)
+
+    @property
+    def nodes(self) -> Mapping[NodeId, Node]:
+        """Every known node by id, read-only; `Node.healthy` is false for a demoted one."""
+        return MappingProxyType(self._state.nodes)
+
+    @property
+    def holders(self) -> Mapping[NodeId, int]:
+        """Sessions holding a place, per node, read-only."""
+        return MappingProxyType(self._state.holders)
+
+    @property
+    def waiting(self) -> frozenset[SessionId]:
+        """The waiting pool (a copy): sessions that asked for a call and hold no place."""
+        return frozenset(self._state.pool)
+
+    def used_cells(self) -> dict[NodeId, int]:
+        """Cells of `settings.capacity_quantum_tokens` each node's holders hold now (what the planner checks)."""
+        return self._state.used_cells(self._settings)
+
+    @property
+    def plan_stats(self) -> PlannerStats:
+        """How plans ended so far (`core/planner.py`). The counts only grow; read them, never change them."""
+        return self._planner.stats
+
+    @property
+    def plan_in_flight(self) -> PlanJob | None:
+        """The plan being solved, whose `PlanFinished` the core waits for; None when none is."""
+        return self._planner.in_flight
+
+    @property
+    def plan_pending(self) -> bool:
+        """Something changed since the last plan began: the next chance to plan will."""
+        return self._planner.dirty
+
+    @property
+    def horizon_s(self) -> float:
+        """The horizon H tool starts are forecast with now (`forecast/horizon.py`)."""
+        return self._horizon.value_s
+
+    def mean_horizon_s(self) -> float | None:
+        """The mean H tool starts were forecast with; None without a readiness rule or before any tool start."""
+        if self._readiness_rule is None or not self._tool_starts:
+            return None
+        return self._horizon_used_s / self._tool_starts
+
+    def demotion(self, node_id: NodeId) -> NodeDemotion:
+        """Where node `node_id` stands with the demotion rule (`core/demotion.py`); a node never seen stands clean."""
+        demotions = self._demotions
+        return NodeDemotion(
+            demotions.is_demoted(node_id),
+            demotions.reason(node_id),
+            demotions.demoted_since(node_id),
+            demotions.refused_total[node_id],
+            demotions.demoted_total[node_id],
+            demotions.restored_total[node_id],
+        )
+
+    def half_life_fit(self, node_id: NodeId) -> float | None:
+        """The credit half-life fitted from the node's observed retention, used or not; None before enough of it."""
+        return self._half_lives.estimate(node_id)
+
+    def retention_observations(self, node_id: NodeId) -> int:
+        """Observations that fed the node's half-life fit (`signals/retention.py`)."""
+        return self._half_lives.observations(node_id)
+
+    # -- driving --------------------------------------------------------------------------------------------------
+
+    def take_touched(self) -> set[SessionId]:
+        """The sessions put or forgotten since the last call (those not in `sessions` are gone): what a replicated
+        driver must write. The first call starts keeping them and returns none."""
+        return self._state.take_touched()
+
+    def restore(self, sessions: Iterable[AgentSession]) -> None:
+        """Take `sessions` as they were stored (a replica that takes over, `web/replica.py`) into a core that holds
+        none, and plan them at the next chance. They count as touched by no one: `take_touched` starts after them."""
+        for session in sessions:
+            self._state.put(session)
+        self._state.take_touched()
+        self._planner.mark_dirty()
+
     def on_event(self, event: Event | PlanFinished, now: float) -> list[Action]:
         self._now = now
         if isinstance(event, PlanFinished):
-            actions = self.planner.finish(event.job_id, event.plan, self.state, self.settings, now)
+            actions = self._planner.finish(event.job_id, event.plan, self._state, self._settings, now)
         else:
             actions = self._handle(event, now)
-            self.policy.observe(event, now)
+            self._policy.observe(event, now)
         self._keep_periodic(now)
-        actions += [ProbeNode(node) for node in self.demotions.due(now) if node in self.state.nodes]
+        actions += [ProbeNode(node) for node in self._demotions.due(now) if node in self._state.nodes]
         actions += self._maybe_plan(now)
         if self._adaptive_horizon:
             self._served(actions, now)
@@ -135,14 +248,14 @@ class Coordinator:
                 self._observe_wait(now - asked, now)
 
     def _observe_wait(self, wait_s: float, now: float) -> None:
-        if self._adaptive_horizon and self.horizon.observe_wait(wait_s):
+        if self._adaptive_horizon and self._horizon.observe_wait(wait_s):
             # every running tool's schedule was forecast for the old horizon
-            for session in list(self.state.sessions.values()):
+            for session in list(self._state.sessions.values()):
                 if session.phase is Phase.IN_TOOL:
                     tools = tuple(
-                        self.forecaster.rescheduled(tool, session.id, self.horizon.value_s) for tool in session.tools
+                        self._forecaster.rescheduled(tool, session.id, self._horizon.value_s) for tool in session.tools
                     )
-                    self.state.put(state_machine.replace_tools(session, now, tools))
+                    self._state.put(state_machine.replace_tools(session, now, tools))
 
     def _handle(self, event: Event, now: float) -> list[Action]:
         match event:
@@ -152,34 +265,34 @@ class Coordinator:
                 return self._acquire(event, now)
             case LlmEnd():
                 actions = self._llm_end(event, now)
-                if actions or self.state.usable_node(self.state.sessions[event.session_id].node) is None:
-                    self.planner.mark_dirty()
+                if actions or self._state.usable_node(self._state.sessions[event.session_id].node) is None:
+                    self._planner.mark_dirty()
                 return actions
             case ToolStart():
                 self._tool_start(event, now)
             case ToolEnd():
                 self._tool_end(event, now)
             case Heartbeat():
-                session = self.state.session(event.session_id)
-                self.state.put(replace(session, lease_expires_at=max(session.lease_expires_at, self._lease(now))))
+                session = self._state.session(event.session_id)
+                self._state.put(replace(session, lease_expires_at=max(session.lease_expires_at, self._lease(now))))
                 return []
             case Close():
-                self.state.put(state_machine.close(self.state.session(event.session_id), now))
+                self._state.put(state_machine.close(self._state.session(event.session_id), now))
                 self._forget(event.session_id)
             case NodeUpdate():
                 if not self._node_update(event, now):
                     return []
             case NodeRemoved():
-                self.state.node(event.node_id)
-                self.state.drop_node(event.node_id)
-                self.demotions.forget(event.node_id)
-                self.half_lives.forget(event.node_id)
-                self.rates.forget(event.node_id)
+                self._state.node(event.node_id)
+                self._state.drop_node(event.node_id)
+                self._demotions.forget(event.node_id)
+                self._half_lives.forget(event.node_id)
+                self._rates.forget(event.node_id)
                 self._nodes_changed = True
             case CacheResidency():
-                session = self.state.session(event.session_id)
+                session = self._state.session(event.session_id)
                 evidence = CacheEvidence(event.node_id, event.tokens, now, EvidenceSource.KV_EVENTS, event.tier)
-                self._put_changed(session, evidence=with_evidence(session.evidence, evidence, self.settings))
+                self._put_changed(session, evidence=with_evidence(session.evidence, evidence, self._settings))
                 return []
             case KvCacheEvent() | LlmFirstToken():
                 self._check_feed(event)
@@ -188,26 +301,26 @@ class Coordinator:
                 return self._node_probed(event, now)
             case Tick():
                 return self._tick(now)
-        self.planner.mark_dirty()
+        self._planner.mark_dirty()
         return []
 
     def _check_feed(self, event: KvCacheEvent | LlmFirstToken) -> None:
         """A router feed changes nothing here; it must still name a known node (and session)."""
-        self.state.node(event.node_id)
+        self._state.node(event.node_id)
         if isinstance(event, LlmFirstToken):
-            self.state.session(event.session_id)
+            self._state.session(event.session_id)
 
     def _lease(self, now: float) -> float:
-        return now + self.settings.lease_ttl_s
+        return now + self._settings.lease_ttl_s
 
     def _put_changed(self, session: AgentSession, **changes: object) -> None:
-        self.state.put(replace(session, version=session.version + 1, **changes))  # type: ignore[arg-type]
+        self._state.put(replace(session, version=session.version + 1, **changes))  # type: ignore[arg-type]
 
     def _register(self, event: Register, now: float) -> list[Action]:
-        existing = self.state.sessions.get(event.session_id)
+        existing = self._state.sessions.get(event.session_id)
         if existing is not None:
             raise DuplicateSession(event.session_id)
-        self.state.put(
+        self._state.put(
             AgentSession(
                 id=event.session_id,
                 context=event.context,
@@ -217,13 +330,15 @@ class Coordinator:
                 phase_since=now,
             )
         )
-        self.planner.mark_dirty()
+        self._planner.mark_dirty()
         return []
 
     def _acquire(self, event: Acquire, now: float) -> list[Action]:
-        asked = self.state.session(event.session_id)
+        asked = self._state.session(event.session_id)
         avoid = set(event.avoid_nodes)
-        healthy = {node_id: node for node_id, node in self.state.nodes.items() if node.healthy and node_id not in avoid}
+        healthy = {
+            node_id: node for node_id, node in self._state.nodes.items() if node.healthy and node_id not in avoid
+        }
         # the router decides on the call being asked for, not on the previous one
         expected = asked.expected_input_tokens if event.expected_input_tokens is None else event.expected_input_tokens
         session = replace(
@@ -241,21 +356,21 @@ class Coordinator:
         else:
             if session.node in avoid:
                 session = state_machine.interrupt(session, now)  # its place moves with the call
-            route_to = self.policy.route(session, healthy, now)
+            route_to = self._policy.route(session, healthy, now)
             if route_to is None:
-                route_to = self.policy.admit(session, healthy, lambda: self._room(healthy), self.settings, now)
+                route_to = self._policy.admit(session, healthy, lambda: self._room(healthy), self._settings, now)
             if route_to is None and avoid:
                 room = self._room(healthy)
                 route_to = min(healthy, key=lambda node_id: (-room[node_id], node_id))
         updated = state_machine.acquire(session, now, route_to, None)  # `session` has the tokens asked for
-        was_waiting = session.id in self.state.pool
-        self.state.put(replace(updated, lease_expires_at=self._lease(now)))
+        was_waiting = session.id in self._state.pool
+        self._state.put(replace(updated, lease_expires_at=self._lease(now)))
         if updated.phase is Phase.IN_LLM and updated.node is not None:
             return [Route(session.id, updated.node)]
-        if self._adaptive_horizon and session.id in self.state.pool:
+        if self._adaptive_horizon and session.id in self._state.pool:
             self._pooled_at.setdefault(session.id, now)
         if not was_waiting:
-            self.planner.mark_dirty()
+            self._planner.mark_dirty()
         return []
 
     def cannot_avoid(self, session: AgentSession, avoid: set[NodeId]) -> str | None:
@@ -263,27 +378,27 @@ class Coordinator:
         fleet no longer has are avoided by construction."""
         if session.phase is Phase.IN_LLM and session.node in avoid:
             return f"another call of the session runs on {session.node}; overlapping calls share one node"
-        if not any(node.healthy and node_id not in avoid for node_id, node in self.state.nodes.items()):
+        if not any(node.healthy and node_id not in avoid for node_id, node in self._state.nodes.items()):
             return f"no usable node other than {', '.join(sorted(avoid))}"
         return None
 
     def _room(self, nodes: dict[NodeId, Node]) -> dict[NodeId, int]:
         """Cells each node's planner may still fill next to what its holders hold now (what the applier checks)."""
-        used = self.state.used_cells(self.settings)
-        return {node_id: capacity_cells(node, self.settings) - used.get(node_id, 0) for node_id, node in nodes.items()}
+        used = self._state.used_cells(self._settings)
+        return {node_id: capacity_cells(node, self._settings) - used.get(node_id, 0) for node_id, node in nodes.items()}
 
     def _llm_end(self, event: LlmEnd, now: float) -> list[Action]:
         """A call's end. A refused call never ran: the session's credit on the node that refused it goes (a node that
         refuses calls is no place to count on a cache; its place there moves with the retry, `_acquire`), and the
         refusal counts towards the node's demotion."""
-        session = self.state.session(event.session_id)
+        session = self._state.session(event.session_id)
         if session.phase is not Phase.IN_LLM:
             raise IllegalTransition(session.id, session.phase.name, "llm_end", "no call is running")
         if event.refused:
             return self._refused(session, event, now)
         changes: dict[str, object] = {"last_node": event.node_id, "lease_expires_at": self._lease(now)}
         if event.error is None:
-            self.demotions.served(event.node_id)
+            self._demotions.served(event.node_id)
             completion = event.completion_tokens or 0
             if event.prompt_tokens is not None:
                 context = event.prompt_tokens + completion
@@ -298,37 +413,37 @@ class Coordinator:
                 expected_input_tokens=0,
                 completed_calls=session.completed_calls + 1,
                 output_tokens_total=session.output_tokens_total + completion,
-                evidence=with_evidence(session.evidence, evidence, self.settings),
+                evidence=with_evidence(session.evidence, evidence, self._settings),
             )
-        self.state.put(state_machine.llm_end(session, now, **changes))
+        self._state.put(state_machine.llm_end(session, now, **changes))
         return []
 
     def _refused(self, session: AgentSession, event: LlmEnd, now: float) -> list[Action]:
         if event.node_id != session.node:
             detail = f"the call runs on {session.node}, not on {event.node_id}, the node said to refuse it"
             raise IllegalTransition(session.id, session.phase.name, "llm_end", detail)
-        self.state.node(event.node_id)
+        self._state.node(event.node_id)
         evidence = tuple(e for e in session.evidence if e.node != event.node_id)
-        self.state.put(state_machine.llm_end(session, now, evidence=evidence, lease_expires_at=self._lease(now)))
-        reason = self.demotions.refused(event.node_id, event.error or "refused", now)
+        self._state.put(state_machine.llm_end(session, now, evidence=evidence, lease_expires_at=self._lease(now)))
+        reason = self._demotions.refused(event.node_id, event.error or "refused", now)
         if reason is None:
             return []
         self._set_health(event.node_id, healthy=False)
         return [NodeDemoted(event.node_id, reason)]
 
     def _node_probed(self, event: NodeProbed, now: float) -> list[Action]:
-        self.state.node(event.node_id)
-        demoted_s = self.demotions.probed(event.node_id, event.serves, now)
+        self._state.node(event.node_id)
+        demoted_s = self._demotions.probed(event.node_id, event.serves, now)
         if demoted_s is None:
             return []
-        self._set_health(event.node_id, healthy=self.demotions.healthy_after_restore(event.node_id))
-        self.planner.mark_dirty()
+        self._set_health(event.node_id, healthy=self._demotions.healthy_after_restore(event.node_id))
+        self._planner.mark_dirty()
         return [NodeRestored(event.node_id, demoted_s)]
 
     def _set_health(self, node_id: NodeId, healthy: bool) -> None:
-        node = self.state.nodes[node_id]
+        node = self._state.nodes[node_id]
         if node.healthy != healthy:
-            self.state.put_node(replace(node, healthy=healthy, version=node.version + 1))
+            self._state.put_node(replace(node, healthy=healthy, version=node.version + 1))
             self._nodes_changed = True
 
     def _cache_outcome(self, session: AgentSession, event: LlmEnd, now: float) -> None:
@@ -342,7 +457,7 @@ class Coordinator:
         previous, asked = hittable
         if session.placed_at <= previous.observed_at:
             if asked > 0:
-                self.policy.cache_kept(event.node_id, asked, event.cached_tokens, now)
+                self._policy.cache_kept(event.node_id, asked, event.cached_tokens, now)
         else:
             self._observe_retention(session, event.node_id, previous, asked, event.cached_tokens)
 
@@ -353,17 +468,17 @@ class Coordinator:
         had when the call was placed. The shared prefix (system prompt, tool catalog) is left out of asked and kept:
         other sessions keep it cached. The fit observes whether or not its estimate is used (`credit_half_life_fit`),
         so that the estimate can be reported either way."""
-        block = self.state.nodes[node_id].block_size
+        block = self._state.nodes[node_id].block_size
         shared = min(asked, session.context.shared_prefix_tokens // block * block)
         elapsed = session.phase_since - previous.observed_at
-        if not self.half_lives.observe(node_id, elapsed, asked - shared, max(0, kept - shared)):
+        if not self._half_lives.observe(node_id, elapsed, asked - shared, max(0, kept - shared)):
             return
-        if not self.settings.credit_half_life_fit:
+        if not self._settings.credit_half_life_fit:
             return  # no node carries a fitted half-life: nothing to update
-        for fitted_id, node in list(self.state.nodes.items()):
+        for fitted_id, node in list(self._state.nodes.items()):
             fitted = self._fitted_half_life(fitted_id)
             if node.credit_half_life_s != fitted:
-                self.state.put_node(replace(node, credit_half_life_s=fitted))
+                self._state.put_node(replace(node, credit_half_life_s=fitted))
 
     def _hittable(self, session: AgentSession, event: LlmEnd) -> tuple[CacheEvidence, int] | None:
         """The session's previous usage on the call's node, and how many of its tokens this call could hit there:
@@ -373,49 +488,49 @@ class Coordinator:
         previous = next(
             (e for e in session.evidence if e.node == event.node_id and e.source is EvidenceSource.USAGE), None
         )
-        node = self.state.nodes.get(event.node_id)
+        node = self._state.nodes.get(event.node_id)
         if previous is None or node is None:
             return None
         return previous, (min(previous.tokens, event.prompt_tokens) - 1) // node.block_size * node.block_size
 
     def _fitted_half_life(self, node_id: NodeId) -> float | None:
         """What `Node.credit_half_life_s` carries: the fitted h when fitting is on and decay is, else None."""
-        if not self.settings.credit_half_life_fit or self.settings.credit_half_life_s is None:
+        if not self._settings.credit_half_life_fit or self._settings.credit_half_life_s is None:
             return None
-        return self.half_lives.estimate(node_id)
+        return self._half_lives.estimate(node_id)
 
     def _tool_start(self, event: ToolStart, now: float) -> None:
-        session = self.state.session(event.session_id)
-        rule = self.readiness_rule
-        horizon = self.forecaster.horizon(rule, self.horizon.value_s)
-        self.horizon_used_s += horizon
-        self.tool_starts += 1
+        session = self._state.session(event.session_id)
+        rule = self._readiness_rule
+        horizon = self._forecaster.horizon(rule, self._horizon.value_s)
+        self._horizon_used_s += horizon
+        self._tool_starts += 1
         # the tools the acquire before this call said come next: history for a tool that has too little of its own
-        expected = session.context.expected_next_tools if self.policy.expected_tools else ()
-        tool = self.forecaster.start(
+        expected = session.context.expected_next_tools if self._policy.expected_tools else ()
+        tool = self._forecaster.start(
             rule, event.call_id, event.tool, event.program, event.hints, session.id, now, horizon, expected
         )
         updated = state_machine.tool_start(session, now, tool)
         lease = self._lease(now + (event.hints.timeout_s or 0.0))
-        self.state.put(replace(updated, lease_expires_at=max(updated.lease_expires_at, lease)))
+        self._state.put(replace(updated, lease_expires_at=max(updated.lease_expires_at, lease)))
 
     def _tool_end(self, event: ToolEnd, now: float) -> None:
-        session = self.state.session(event.session_id)
+        session = self._state.session(event.session_id)
         updated = state_machine.tool_end(session, now, event.call_id)
         tool = next(t for t in session.tools if t.call_id == event.call_id)
         duration = event.duration_s if event.duration_s is not None else max(0.0, now - tool.started_at)
-        self.forecaster.learn(tool, duration, session.id)
-        self.state.put(replace(updated, lease_expires_at=self._lease(now)))
+        self._forecaster.learn(tool, duration, session.id)
+        self._state.put(replace(updated, lease_expires_at=self._lease(now)))
 
     def _node_update(self, event: NodeUpdate, now: float) -> bool:
         """Record the node; True when more than its load figures changed (then the pool is worth a plan). A new
         utilisation target is a new plannable capacity, so it counts as a node change."""
-        previous = self.state.nodes.get(event.node_id)
+        previous = self._state.nodes.get(event.node_id)
         node = Node(
             event.node_id,
             event.capacity_tokens,
             event.block_size,
-            self.demotions.scraped(event.node_id, event.healthy),
+            self._demotions.scraped(event.node_id, event.healthy),
             event.prefix_hit_rate,
             version=0 if previous is None else previous.version + 1,
             running=event.running,
@@ -424,85 +539,89 @@ class Coordinator:
             preemptions=event.preemptions,
         )
         node = self._with_rates(node, event, previous, now)
-        target = self.policy.node_target(previous, node, self.settings, now, self._pool_tokens())
+        target = self._policy.node_target(previous, node, self._settings, now, self._pool_tokens())
         node = replace(node, utilization_target=target, credit_half_life_s=self._fitted_half_life(node.id))
         capacity = (node.capacity_tokens, node.healthy, node.utilization_target)
         if previous is None or (previous.capacity_tokens, previous.healthy, previous.utilization_target) != capacity:
             self._nodes_changed = True
-        self.state.put_node(node)
+        self._state.put_node(node)
         return previous is None or _without_load(previous) != _without_load(node)
 
     def _with_rates(self, node: Node, event: NodeUpdate, previous: Node | None, now: float) -> Node:
         rates = NodeRates() if previous is None else previous.rates
         if event.counters is not None:
-            rates = self.rates.observe(node.id, event.counters, now, rates)
+            rates = self._rates.observe(node.id, event.counters, now, rates)
         return replace(
             node,
             cpu_capacity_tokens=event.cpu_capacity_tokens,
             rates=rates,
-            cpu_hit_worth=cpu_hit_worth(rates, self.settings.cpu_hit_worth_prior) if event.cpu_capacity_tokens else 0.0,
+            cpu_hit_worth=cpu_hit_worth(rates, self._settings.cpu_hit_worth_prior)
+            if event.cpu_capacity_tokens
+            else 0.0,
             cpu_retention_s=cpu_retention_s(event.cpu_capacity_tokens, rates),
             decode_step_s=coarse_step_s(rates.decode_step_s),
         )
 
     def _pool_tokens(self) -> int:
         """The footprint of every session in the waiting pool: what the planner would place if it could."""
-        return sum(footprint_tokens(self.state.sessions[session_id], self.settings) for session_id in self.state.pool)
+        return sum(
+            footprint_tokens(self._state.sessions[session_id], self._settings) for session_id in self._state.pool
+        )
 
     def _tick(self, now: float) -> list[Action]:
         if self._next_periodic is not None and now >= self._next_periodic:
             self._periodic_due = True
             self._next_periodic = None
         actions: list[Action] = []
-        for session_id in sorted(self.state.pop_due(now)):
-            session = self.state.sessions[session_id]
+        for session_id in sorted(self._state.pop_due(now)):
+            session = self._state.sessions[session_id]
             if session.lease_expires_at <= now:
-                self.state.put(state_machine.close(session, now))
+                self._state.put(state_machine.close(session, now))
                 self._forget(session.id)
                 actions.append(Expired(session.id))
             elif session.phase is Phase.IN_TOOL and any(self._due(tool, now) for tool in session.tools):
                 tools = tuple(self._reestimated(tool, now) for tool in session.tools)
-                self.state.put(state_machine.replace_tools(session, now, tools))
-        self.planner.mark_dirty()
+                self._state.put(state_machine.replace_tools(session, now, tools))
+        self._planner.mark_dirty()
         return actions
 
     def _forget(self, session_id: SessionId) -> None:
-        self.history.forget_session(session_id)
+        self._history.forget_session(session_id)
         self._pooled_at.pop(session_id, None)
 
     def _due(self, tool: RunningTool, now: float) -> bool:
         """A binary rule's expired prediction is due for re-estimation (the forecast's schedule never expires)."""
         if self._binary_rule is None:
             return False
-        return now >= tool.predicted_end and now - tool.predicted_at >= self.settings.reestimate_interval_s
+        return now >= tool.predicted_end and now - tool.predicted_at >= self._settings.reestimate_interval_s
 
     def _reestimated(self, tool: RunningTool, now: float) -> RunningTool:
         """A binary rule's expired prediction re-estimated, once due; any other call unchanged."""
         rule = self._binary_rule
         if rule is None or not self._due(tool, now):
             return tool
-        return self.forecaster.reestimated(rule, tool, now)
+        return self._forecaster.reestimated(rule, tool, now)
 
     def _maybe_plan(self, now: float) -> list[Action]:
-        if not self.policy.plans or not self.planner.dirty or self.planner.in_flight is not None:
+        if not self._policy.plans or not self._planner.dirty or self._planner.in_flight is not None:
             return []
-        nodes_matter = self._nodes_changed and bool(self.state.sessions)
-        if not self.state.pool and not nodes_matter and not self._periodic_due and not self._holders_misplaced():
-            self.planner.dirty = self._nodes_changed = False
+        nodes_matter = self._nodes_changed and bool(self._state.sessions)
+        if not self._state.pool and not nodes_matter and not self._periodic_due and not self._holders_misplaced():
+            self._planner.dirty = self._nodes_changed = False
             return []
         self._nodes_changed = self._periodic_due = False
-        job = self.planner.begin(self.state.snapshot(now, self.settings), self.policy.plan)
+        job = self._planner.begin(self._state.snapshot(now, self._settings), self._policy.plan)
         if job is None:
             return []
-        if not self.inline_planning:
+        if not self._inline_planning:
             return [StartPlan(job)]
-        return self.planner.finish(job.id, job.solve(), self.state, self.settings, now)
+        return self._planner.finish(job.id, job.solve(), self._state, self._settings, now)
 
     def _holders_misplaced(self) -> bool:
-        return any(self.state.usable_node(node) is None for node in self.state.holders)
+        return any(self._state.usable_node(node) is None for node in self._state.holders)
 
     def _wake_times(self, session: AgentSession) -> list[float]:
-        interval = self.settings.reestimate_interval_s
+        interval = self._settings.reestimate_interval_s
         times = [session.lease_expires_at]
         for tool in session.tools:
             # readiness changes at its schedule's steps; steps already passed change nothing any more
@@ -510,20 +629,20 @@ class Coordinator:
             if self._binary_rule is not None:
                 times.append(max(tool.predicted_end, tool.predicted_at + interval))
         times += self._credit_wake_times(session)
-        times.extend(self.policy.wake_times(session))
+        times.extend(self._policy.wake_times(session))
         return times
 
     def _credit_wake_times(self, session: AgentSession) -> list[float]:
         """Just after each snapshot credit falls below one unit at its node's half-life: stale credit stops
         outranking readiness then. A half-life fitted anew later moves no time set before: the tick comes early
         (harmless) or late (plans in between already see the credit as it decays)."""
-        unit = self.settings.credit_unit_tokens
+        unit = self._settings.credit_unit_tokens
         times = []
         for evidence in session.evidence:
-            node = self.state.nodes.get(evidence.node)
+            node = self._state.nodes.get(evidence.node)
             if node is None or evidence.source is EvidenceSource.KV_EVENTS or evidence.tokens < unit:
                 continue
-            half_life = node_half_life(node, self.settings)
+            half_life = node_half_life(node, self._settings)
             if half_life is not None:
                 times.append(evidence.observed_at + half_life * (math.log2(evidence.tokens / unit) + 1e-6))
         return times
@@ -532,7 +651,7 @@ class Coordinator:
         """Keep the policy's periodic plan scheduled while sessions live, and only then, so an idle run ends."""
         if self._plan_interval is None:
             return
-        if not self.state.sessions:
+        if not self._state.sessions:
             self._next_periodic = None
         elif self._next_periodic is None:
             self._next_periodic = now + self._plan_interval
@@ -540,7 +659,7 @@ class Coordinator:
     def next_wakeup(self) -> float | None:
         """When to send the next `Tick()`: the earliest time at which time alone changes something. It may already
         have passed (the driver then ticks at once)."""
-        wakes = [self.state.next_wakeup(), self._next_periodic, self.demotions.next_probe()]
+        wakes = [self._state.next_wakeup(), self._next_periodic, self._demotions.next_probe()]
         return min((wake for wake in wakes if wake is not None), default=None)
 
 

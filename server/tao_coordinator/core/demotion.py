@@ -40,6 +40,20 @@ class Standing:
     """What the node's last scrape said: its health once it is restored."""
 
 
+@dataclass(frozen=True, slots=True)
+class NodeDemotion:
+    """Where one node stands, as drivers may read it (`Coordinator.demotion`): the counts only grow."""
+
+    demoted: bool
+    reason: str | None
+    """Why it is demoted; None when it is not."""
+    since: float | None
+    """When it was demoted (the core's clock); None when it is not."""
+    refused_total: int
+    demoted_total: int
+    restored_total: int
+
+
 class Demotions:
     def __init__(self, settings: CoreSettings) -> None:
         self.settings = settings

@@ -1,4 +1,4 @@
-"""Planning without stopping the world (design §6): snapshot → solve → revalidate → apply the longest valid prefix.
+"""Planning without stopping the world: snapshot → solve → revalidate → apply the longest valid prefix.
 
 Invariants:
 - at most one plan is in flight; events that arrive meanwhile only mark the planner dirty, and the coordinator

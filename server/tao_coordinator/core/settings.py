@@ -1,6 +1,6 @@
 """Settings of the scheduling core: signals, solver and planner. One frozen, validated object.
 
-Every field has a default that follows the design (design §4–§6) or says why it differs. The live coordinator builds
+Every field has a default that follows docs/algorithm.md or says why it differs. The live coordinator builds
 this from its TOML file and CLI; the simulator from its arguments. Unknown fields are rejected by name.
 """
 
@@ -95,6 +95,18 @@ class CoreSettings(BaseModel):
     """Consecutive calls a node refused, as its clients report them (connection refused or reset before any answer,
     HTTP 503 or 429), after which the node is demoted: nothing is placed or routed there until a probe shows it
     serves again (`core/demotion.py`). A call it served in between starts the count again."""
+
+    max_running_tools: int = Field(default=64, ge=1)
+    """Tools one session runs at once, at most (harnesses run a handful in parallel): a tool start past it is refused
+    until one ends (`web/limits.py` answers it 409)."""
+
+    max_running_tool_bytes: int = Field(default=8 * 1024, ge=1)
+    """UTF-8 bytes of the call ids, tool names and programs of one session's running tools together, at most (a tool
+    start past it is refused like one past `max_running_tools`)."""
+
+    max_context_bytes: int = Field(default=8 * 1024, ge=1)
+    """UTF-8 bytes of a session's agent context and step id, at most (a usual one takes a few hundred): a
+    registration or an acquire that would take it past is refused (`web/limits.py` answers it 422)."""
 
     node_probe_interval_s: float = Field(default=2.0, gt=0)
     """How often a demoted node is probed with a minimal model call (`fleet/probe.py`), the first probe this long

@@ -141,10 +141,7 @@ class FleetSimulation:
         counters = [engine.counters() for engine in self.engines.values()]
         preemptions = sum(c.num_preemptions for c in counters)
         coordinator = self.coordinator
-        horizon = None
-        if coordinator.readiness_rule is not None and coordinator.tool_starts:
-            horizon = coordinator.horizon_used_s / coordinator.tool_starts
-        metrics = summarize(self.recorder, preemptions, timing, coordinator.planner.stats, horizon)
+        metrics = summarize(self.recorder, preemptions, timing, coordinator.plan_stats, coordinator.mean_horizon_s())
         tp = next(iter(self.engines.values())).profile.step.tp
         metrics = replace(
             metrics,
@@ -155,12 +152,12 @@ class FleetSimulation:
 
     def _with_half_lives(self, metrics: RunMetrics) -> RunMetrics:
         core = self.coordinator
-        nodes = sorted(core.state.nodes.items())
+        nodes = sorted(core.nodes.items())
         return replace(
             metrics,
             credit_half_life_s={name: node_half_life(node, core.settings) for name, node in nodes},
-            credit_half_life_fit_s={name: core.half_lives.estimate(name) for name, _ in nodes},
-            retention_observations={name: core.half_lives.observations(name) for name, _ in nodes},
+            credit_half_life_fit_s={name: core.half_life_fit(name) for name, _ in nodes},
+            retention_observations={name: core.retention_observations(name) for name, _ in nodes},
         )
 
     def _at(self, at: float, action: Callable[[], None]) -> None:

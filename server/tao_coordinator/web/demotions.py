@@ -10,27 +10,32 @@ over starts its counts from zero, which Prometheus reads as a counter reset.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Mapping
 
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from ..core.actions import Action, NodeDemoted, NodeRestored, ProbeNode
+from ..core.events import NodeProbed
 from ..fleet.probe import NodeProber
-
-if TYPE_CHECKING:
-    from .service import CoordinatorService
+from .core_slot import CoreSlot
 
 log = logging.getLogger("tao.coordinator")
 
 
 class DemotionDriver:
-    def __init__(self, service: CoordinatorService) -> None:
-        self.service = service
-        urls = {name: node.url for name, node in service.nodes.items()}
-        self.prober = NodeProber(urls, service.feed)
-        service.metrics.registry.register(_DemotionCollector(service))
+    """Carries out the core's demotion actions: probes the nodes at `urls` and feeds what each probe found."""
+
+    def __init__(
+        self,
+        urls: Mapping[str, str],
+        feed: Callable[[NodeProbed], object],
+        registry: CollectorRegistry,
+        core: CoreSlot,
+    ) -> None:
+        self.prober = NodeProber(urls, feed)
+        registry.register(_DemotionCollector(core))
 
     def carry_out(self, action: Action) -> None:
         match action:
@@ -48,12 +53,11 @@ class DemotionDriver:
 
 
 class _DemotionCollector(Collector):
-    def __init__(self, service: CoordinatorService) -> None:
-        self.service = service
+    def __init__(self, core: CoreSlot) -> None:
+        self.core = core
 
     def collect(self) -> Iterator[Metric]:
-        core = self.service.coordinator
-        demotions = core.demotions
+        core = self.core.coordinator
         refused = CounterMetricFamily(
             "tao_node_refused_calls",
             "Model calls clients reported the node refused (503, 429, refused or reset).",
@@ -66,9 +70,10 @@ class _DemotionCollector(Collector):
             "tao_node_restorations", "Times a probe call found the demoted node serving again.", labels=["node"]
         )
         now = GaugeMetricFamily("tao_node_demoted", "1 while the node is demoted.", labels=["node"])
-        for name in sorted(core.state.nodes):
-            refused.add_metric([name], demotions.refused_total[name])
-            demoted.add_metric([name], demotions.demoted_total[name])
-            restored.add_metric([name], demotions.restored_total[name])
-            now.add_metric([name], 1.0 if demotions.is_demoted(name) else 0.0)
+        for name in sorted(core.nodes):
+            standing = core.demotion(name)
+            refused.add_metric([name], standing.refused_total)
+            demoted.add_metric([name], standing.demoted_total)
+            restored.add_metric([name], standing.restored_total)
+            now.add_metric([name], 1.0 if standing.demoted else 0.0)
         yield from (refused, demoted, restored, now)

@@ -88,7 +88,7 @@ def json_error(
 def session_view(service: CoordinatorService, session_id: str) -> protocol.SessionView | None:
     """The coordinator's view of a session, sent with every 409 about it so the client can converge on it
     (`tao_sdk/convergence.py`): the coordinator is the judge of a session's phase."""
-    session = service.coordinator.state.sessions.get(session_id)
+    session = service.coordinator.sessions.get(session_id)
     if session is None:
         return None
     return protocol.SessionView(

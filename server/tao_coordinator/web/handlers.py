@@ -1,10 +1,13 @@
-"""Thin HTTP handlers: parse and check a body, authenticate, turn it into one core event, answer.
+"""Thin HTTP handlers: parse and check a body, authenticate, turn it into one core event, answer. A session's
+events go through the one dispatch `/v1/events` uses too (`session_events.py`).
 
 Every handler validates before it feeds anything to the core, and the core validates before it changes anything, so
 a rejected request never changes state. Errors are raised, and turned into JSON answers by `errors.py`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from aiohttp import web
 from pydantic import BaseModel
@@ -13,15 +16,16 @@ from tao_sdk import protocol
 
 from ..core import model
 from ..core.errors import NoOtherNode
-from ..core.events import Close, Heartbeat, LlmEnd, Register, ToolEnd, ToolStart
+from ..core.events import Register
 from .auth import require_api, require_session
 from .body import read_body
 from .caps import CapReached
 from .errors import RequestError, json_error
 from .keys import SERVICE
-from .limits import check_acquire, check_context, check_tool_start
+from .limits import check_acquire, check_context
 from .listing import page_ids, page_query
 from .service import CoordinatorService
+from .session_events import BODIES, SessionEventKind, apply
 
 
 def _service(request: web.Request) -> CoordinatorService:
@@ -48,38 +52,13 @@ def core_context(context: protocol.AgentContext) -> model.AgentProfile:
 def register(service: CoordinatorService, body: protocol.RegisterRequest, owner: str) -> protocol.RegisterResponse:
     """Register a session for the API token named `owner` (`auth.require_api`), once its caps let it (the caller
     checks them, `caps.py`: before the body is read where it can)."""
-    check_context(body.context)
+    check_context(body.context, service.coordinator.settings)
     session_id, token = service.new_session(body.session_id)
     service.feed(Register(session_id, core_context(body.context), body.expected_input_tokens))
     service.session_tokens[session_id] = token
     service.caps.admitted(owner, session_id, service.now())
     return protocol.RegisterResponse(
         session_id=session_id, session_token=token, lease_ttl_s=service.config.core.lease_ttl_s
-    )
-
-
-def tool_start_event(service: CoordinatorService, session_id: str, body: protocol.ToolStartRequest) -> ToolStart:
-    check_tool_start(service, session_id, body)
-    hints = body.hints
-    deadline = service.wall_to_core(hints.deadline) if hints.deadline is not None else None
-    core_hints = model.DurationHints(hints.timeout_s, hints.sleep_s, hints.background, deadline)
-    return ToolStart(session_id, body.call_id, body.tool, core_hints, body.program)
-
-
-def llm_end_event(service: CoordinatorService, session_id: str, body: protocol.LlmEndRequest) -> LlmEnd:
-    current = service.leases.get(session_id)
-    if body.lease_id is not None and current is not None and body.lease_id != current:
-        raise RequestError(409, "not the session's current lease", "lease_id")
-    return LlmEnd(
-        session_id,
-        body.node,
-        body.prompt_tokens,
-        body.cached_tokens,
-        body.completion_tokens,
-        body.ttft_s,
-        body.duration_s,
-        body.error,
-        body.refused,
     )
 
 
@@ -99,7 +78,7 @@ async def post_session(request: web.Request) -> web.Response:
 
 def no_healthy_node(service: CoordinatorService) -> bool:
     """Every node of the fleet has been observed, and none is healthy: no acquire can be served until one is."""
-    nodes = service.coordinator.state.nodes
+    nodes = service.coordinator.nodes
     return set(nodes) >= set(service.nodes) and not any(node.healthy for node in nodes.values())
 
 
@@ -107,7 +86,7 @@ async def post_acquire(request: web.Request) -> web.Response:
     service, session_id = _service(request), _session_id(request)
     require_session(request, session_id)
     body = await read_body(request, protocol.AcquireRequest, required=False)
-    check_acquire(service, session_id, body)
+    check_acquire(service.coordinator.sessions.get(session_id), body, service.coordinator.settings)
     if no_healthy_node(service):
         # at once rather than after a long poll: the client routes on its own and says so (`tao_sdk/router.py`)
         return json_error(503, "no node of the fleet is healthy", code=protocol.NO_HEALTHY_NODE)
@@ -118,57 +97,48 @@ async def post_acquire(request: web.Request) -> web.Response:
     return _json(answer, status=200 if answer.status == "admitted" else 202)
 
 
-async def post_llm_end(request: web.Request) -> web.Response:
+async def _session_event(request: web.Request, kind: SessionEventKind) -> web.Response:
     service, session_id = _service(request), _session_id(request)
     require_session(request, session_id)
-    body = await read_body(request, protocol.LlmEndRequest)
-    service.end_llm_call(llm_end_event(service, session_id, body))
+    body_model = BODIES[kind]
+    body = None if body_model is None else await read_body(request, body_model)
+    await apply(service, session_id, kind, body)
     return web.Response(status=204)
+
+
+async def post_llm_end(request: web.Request) -> web.Response:
+    return await _session_event(request, "llm_end")
 
 
 async def post_tool_start(request: web.Request) -> web.Response:
-    service, session_id = _service(request), _session_id(request)
-    require_session(request, session_id)
-    body = await read_body(request, protocol.ToolStartRequest)
-    service.feed(tool_start_event(service, session_id, body))
-    return web.Response(status=204)
+    return await _session_event(request, "tool_start")
 
 
 async def post_tool_end(request: web.Request) -> web.Response:
-    service, session_id = _service(request), _session_id(request)
-    require_session(request, session_id)
-    body = await read_body(request, protocol.ToolEndRequest)
-    await service.tool_end(ToolEnd(session_id, body.call_id, body.duration_s, body.status))
-    return web.Response(status=204)
+    return await _session_event(request, "tool_end")
 
 
 async def post_heartbeat(request: web.Request) -> web.Response:
-    service, session_id = _service(request), _session_id(request)
-    require_session(request, session_id)
-    service.feed(Heartbeat(session_id))
-    return web.Response(status=204)
+    return await _session_event(request, "heartbeat")
 
 
 async def delete_session(request: web.Request) -> web.Response:
-    service, session_id = _service(request), _session_id(request)
-    require_session(request, session_id)
-    service.feed(Close(session_id))
-    service.forget(session_id)
-    return web.Response(status=204)
+    return await _session_event(request, "close")
 
 
 async def get_nodes(request: web.Request) -> web.Response:
     require_api(request)
     service = _service(request)
     core = service.coordinator
-    used = core.state.used_cells(core.settings)
+    used = core.used_cells()
     holders: dict[str, int] = {}
-    for session in core.state.sessions.values():
+    for session in core.sessions.values():
         if session.node is not None:
             holders[session.node] = holders.get(session.node, 0) + 1
     nodes = []
     for name, config in service.nodes.items():
-        node = core.state.nodes.get(name)
+        node = core.nodes.get(name)
+        demotion = core.demotion(name)
         scraped = service.last_observation(name)
         nodes.append(
             protocol.NodeInfo(
@@ -179,9 +149,9 @@ async def get_nodes(request: web.Request) -> web.Response:
                 used_tokens=used.get(name, 0) * core.settings.capacity_quantum_tokens,
                 prefix_hit_rate=node.prefix_hit_rate if node else 0.0,
                 sessions=holders.get(name, 0),
-                demoted=core.demotions.is_demoted(name),
-                demoted_reason=core.demotions.reason(name),
-                demoted_for_s=demoted_for_s(core.demotions.demoted_since(name), service.now()),
+                demoted=demotion.demoted,
+                demoted_reason=demotion.reason,
+                demoted_for_s=demoted_for_s(demotion.since, service.now()),
                 unhealthy_reason=scraped.reason if scraped else None,
                 quarantined=scraped.quarantined if scraped else False,
             ).model_dump(mode="json")
@@ -200,7 +170,7 @@ async def get_sessions(request: web.Request) -> web.Response:
     limit, cursor = page_query(request)
     service = _service(request)
     now = service.now()
-    live = service.coordinator.state.sessions
+    live: Mapping[str, model.AgentSession] = service.coordinator.sessions
     replica = service.replica
     if replica is not None and not replica.serving:
         live = {session_id: record.session for session_id, record in (await replica.store.sessions()).items()}
@@ -241,8 +211,8 @@ async def get_metrics(request: web.Request) -> web.Response:
 
 async def get_healthz(request: web.Request) -> web.Response:
     core = _service(request).coordinator
-    healthy = sum(node.healthy for node in core.state.nodes.values())
-    return web.json_response({"status": "ok", "healthy_nodes": healthy, "sessions": len(core.state.sessions)})
+    healthy = sum(node.healthy for node in core.nodes.values())
+    return web.json_response({"status": "ok", "healthy_nodes": healthy, "sessions": len(core.sessions)})
 
 
 async def get_leader(request: web.Request) -> web.Response:

@@ -8,10 +8,10 @@ every integer ≤ 10**8 (and any JSON integer ≤ `body.MAX_INT_DIGITS` digits),
 field limit is here, counted in UTF-8 bytes, as the wire carries text:
 
 - a session's agent context — harness, ids, model, label keys and values, expected tool names, step id — takes at
-  most `MAX_CONTEXT_BYTES` (a registration past it is a 422 on `context`, an acquire whose step id and expected
-  tools would take it past is a 422 on the field, and neither changes anything);
-- a session runs at most `MAX_RUNNING_TOOLS` tools at once, whose call ids, tool names and programs take at most
-  `MAX_RUNNING_TOOL_BYTES` together (a 409 past either: end one first);
+  most `CoreSettings.max_context_bytes` (a registration past it is a 422 on `context`, an acquire whose step id and
+  expected tools would take it past is a 422 on the field, and neither changes anything);
+- a session runs at most `CoreSettings.max_running_tools` tools at once, whose call ids, tool names and programs
+  take at most `CoreSettings.max_running_tool_bytes` together (a 409 past either: end one first);
 - what a session's timeline keeps of any text (call ids, tool names, programs, a model call's `error`) is clipped
   to `timeline.TEXT_BYTES`.
 
@@ -24,7 +24,8 @@ Memory bounds under hostile input:
 
 - per session (only API-token holders create one, at most `limits.max_live_sessions` per token, `caps.py`):
   `SESSION_BYTES_BOUND`. Measured with tracemalloc, every string in 4-byte characters
-  (`tests/web/test_adversarial.py`): registered with its context at `MAX_CONTEXT_BYTES` ~56 KiB (~43 KiB of it the
+  (`tests/web/test_adversarial.py`), at the default limits of `core/settings.py`: registered with its context at
+  `max_context_bytes` ~56 KiB (~43 KiB of it the
   155 strings, twice over, and their headers); a timeline filled with model calls (`timeline.ENTRIES` entries,
   ~0.3 KiB each, text clipped to `timeline.TEXT_BYTES`) ~36 KiB per 42 calls; each tool ~1.1 KiB (its running
   record and timeline entry, or, ended, a learned level of the session's own: the core keeps at most 64) — ~280 KiB
@@ -47,17 +48,8 @@ from collections.abc import Iterable
 from tao_sdk import protocol
 
 from ..core import model
+from ..core.settings import CoreSettings
 from .errors import RequestError
-from .service import CoordinatorService
-
-MAX_RUNNING_TOOLS = 64
-"""Tools one session runs at once, at most (harnesses run a handful in parallel)."""
-
-MAX_CONTEXT_BYTES = 8 * 1024
-"""UTF-8 bytes of a session's agent context and step id, at most (a usual one takes a few hundred)."""
-
-MAX_RUNNING_TOOL_BYTES = 8 * 1024
-"""UTF-8 bytes of the call ids, tool names and programs of a session's running tools together, at most."""
 
 SESSION_BYTES_BOUND = 320 * 1024
 """What one registered session can make the coordinator hold, at most (see the module docstring)."""
@@ -77,42 +69,43 @@ def context_bytes(context: protocol.AgentContext | model.AgentProfile, tools: It
     return utf8_bytes(fixed) + utf8_bytes(labels) + utf8_bytes(tools) + utf8_bytes((step_id,))
 
 
-def check_context(context: protocol.AgentContext) -> None:
-    """A registration's context within `MAX_CONTEXT_BYTES`, or a 422 naming it."""
-    taken = context_bytes(context, context.expected_next_tools, "")
-    if taken > MAX_CONTEXT_BYTES:
+def check_context(context: protocol.AgentContext, settings: CoreSettings) -> None:
+    """A registration's context within `settings.max_context_bytes`, or a 422 naming it."""
+    taken, limit = context_bytes(context, context.expected_next_tools, ""), settings.max_context_bytes
+    if taken > limit:
         raise RequestError(
-            422,
-            f"context: takes {taken:,} bytes of UTF-8; a session's may take at most {MAX_CONTEXT_BYTES:,}",
-            "context",
+            422, f"context: takes {taken:,} bytes of UTF-8; a session's may take at most {limit:,}", "context"
         )
 
 
-def check_acquire(service: CoordinatorService, session_id: str, body: protocol.AcquireRequest) -> None:
-    """The session's context with the acquire's step id and expected tools within `MAX_CONTEXT_BYTES`, or a 422."""
-    session = service.coordinator.state.sessions.get(session_id)
+def check_acquire(session: model.AgentSession | None, body: protocol.AcquireRequest, settings: CoreSettings) -> None:
+    """The session's context with the acquire's step id and expected tools within `settings.max_context_bytes`, or
+    a 422. Nothing to check for a session the core does not know (the core answers that)."""
     if session is None or (body.step_id is None and body.expected_next_tools is None):
         return
     tools = session.context.expected_next_tools if body.expected_next_tools is None else body.expected_next_tools
     step = session.step_id if body.step_id is None else body.step_id
-    taken = context_bytes(session.context, tools, step)
-    if taken > MAX_CONTEXT_BYTES:
+    taken, limit = context_bytes(session.context, tools, step), settings.max_context_bytes
+    if taken > limit:
         field = "expected_next_tools" if body.expected_next_tools is not None else "step_id"
-        message = f"{field}: the session's context would take {taken:,} bytes of UTF-8, at most {MAX_CONTEXT_BYTES:,}"
+        message = f"{field}: the session's context would take {taken:,} bytes of UTF-8, at most {limit:,}"
         raise RequestError(422, message, field)
 
 
-def check_tool_start(service: CoordinatorService, session_id: str, body: protocol.ToolStartRequest) -> None:
-    session = service.coordinator.state.sessions.get(session_id)
+def check_tool_start(
+    session: model.AgentSession | None, body: protocol.ToolStartRequest, settings: CoreSettings
+) -> None:
+    """Room for one more running tool in the session: `settings.max_running_tools` and `max_running_tool_bytes`, or
+    a 409. A session the core does not know, or a call id it runs already, is the core's to answer."""
     if session is None or any(tool.call_id == body.call_id for tool in session.tools):
-        return  # the core answers these
-    if len(session.tools) >= MAX_RUNNING_TOOLS:
-        raise RequestError(409, f"the session already runs {MAX_RUNNING_TOOLS} tools; end one first", "call_id")
+        return
+    if len(session.tools) >= (most := settings.max_running_tools):
+        raise RequestError(409, f"the session already runs {most} tools; end one first", "call_id")
     running = utf8_bytes(text for tool in session.tools for text in (tool.call_id, tool.tool, tool.program))
     taken = running + utf8_bytes((body.call_id, body.tool, body.program))
-    if taken > MAX_RUNNING_TOOL_BYTES:
+    if taken > (limit := settings.max_running_tool_bytes):
         message = (
             f"the session's running tools would take {taken:,} bytes of UTF-8 in call ids, names and programs, "
-            f"at most {MAX_RUNNING_TOOL_BYTES:,}; end one first"
+            f"at most {limit:,}; end one first"
         )
         raise RequestError(409, message, "call_id")

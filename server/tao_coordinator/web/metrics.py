@@ -15,8 +15,7 @@ normalised as the forecast learns them (`normalise_tool`) and capped at `TOOL_LA
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Histogram, Info, generate_latest
 from prometheus_client import Counter as PromCounter
@@ -27,14 +26,14 @@ from .. import __version__
 from ..core.actions import Action, Admit, Expired, Interrupt, Route
 from ..core.events import Acquire, Close, Event, LlmEnd, Register, ToolStart
 from ..core.forecast.keys import normalise_tool
-from ..core.model import Phase, RunningTool
+from ..core.model import AgentSession, Phase, RunningTool
 from ..core.plan import PlanFinished
 from ..core.signals.cache_credit import node_half_life
+from ..fleet.kv_index import NodeKvIndex
 from ..fleet.poller import NodeObservation
+from ..store import HistoryStore
+from .core_slot import CoreSlot
 from .fleet_metrics import fleet_families
-
-if TYPE_CHECKING:
-    from .service import CoordinatorService
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 ESTIMATE_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600)
@@ -44,20 +43,37 @@ TOOL_LABELS = 50
 """Distinct `tool` label values; later tools are counted as `other`."""
 
 
-class _StateCollector(Collector):
-    def __init__(self, service: CoordinatorService) -> None:
-        self.service = service
+class StateCollector(Collector):
+    """The figures about the current state, read at scrape time from the current core (`core_slot.py`) and the
+    service's parts named here."""
+
+    def __init__(
+        self,
+        core: CoreSlot,
+        nodes: Iterable[str],
+        kv_index: Callable[[str], NodeKvIndex | None],
+        store: HistoryStore | None,
+        live_tokens: Callable[[], Mapping[str, int]],
+    ) -> None:
+        self.core = core
+        self.nodes = nodes
+        self.kv_index = kv_index
+        self.store = store
+        self.live_tokens = live_tokens
         self.node_load: dict[str, NodeObservation] = {}
 
+    def observe_node(self, observation: NodeObservation) -> None:
+        self.node_load[observation.name] = observation
+
     def collect(self) -> Iterator[Metric]:
-        core = self.service.coordinator
-        phases = Counter(session.phase.name.lower() for session in core.state.sessions.values())
+        core = self.core.coordinator
+        phases = Counter(session.phase.name.lower() for session in core.sessions.values())
         sessions = GaugeMetricFamily("tao_sessions", "Live sessions by phase.", labels=["phase"])
         for phase in Phase:
             if phase is not Phase.CLOSED:
                 sessions.add_metric([phase.name.lower()], phases.get(phase.name.lower(), 0))
         yield sessions
-        stats = core.planner.stats
+        stats = core.plan_stats
         plans = CounterMetricFamily("tao_plans", "Plans finished, by outcome.", labels=["outcome"])
         for outcome, count in (("applied", stats.applied), ("cut", stats.cut), ("dropped", stats.dropped)):
             plans.add_metric([outcome], count)
@@ -72,12 +88,10 @@ class _StateCollector(Collector):
             methods.add_metric([method], count)
         yield methods
         yield from self._nodes()
-        yield from fleet_families(
-            self.service.nodes, self.node_load, self.service.kv_index, core.state.sessions.values()
-        )
+        yield from fleet_families(self.nodes, self.node_load, self.kv_index, core.sessions.values())
         yield from self._half_lives()
         yield from self._forecast()
-        if (store := self.service.store) is not None:
+        if (store := self.store) is not None:
             writable = float(store.failing is None)
             yield GaugeMetricFamily(
                 "tao_store_writable", "1 while the tool history store takes writes.", value=writable
@@ -85,30 +99,30 @@ class _StateCollector(Collector):
         tokens = GaugeMetricFamily(
             "tao_token_live_sessions", "Live sessions by the API token that registered them.", labels=["token"]
         )
-        for token, live in self.service.caps.live().items():
+        for token, live in self.live_tokens().items():
             tokens.add_metric([token], live)
         yield tokens
 
     def _forecast(self) -> Iterator[Metric]:
-        core = self.service.coordinator
+        core, history = self.core.coordinator, self.core.history
         yield GaugeMetricFamily(
-            "tao_readiness_horizon_seconds", "The horizon H readiness is forecast for now.", value=core.horizon.value_s
+            "tao_readiness_horizon_seconds", "The horizon H readiness is forecast for now.", value=core.horizon_s
         )
         yield GaugeMetricFamily(
             "tao_forecast_levels",
             "Learned tool-duration levels kept (capped at forecast_max_levels).",
-            value=core.history.levels,
+            value=history.levels,
         )
         yield CounterMetricFamily(
             "tao_forecast_levels_evicted",
             "Learned levels dropped by the cap, least recently used first.",
-            value=core.history.evicted,
+            value=history.evicted,
         )
 
     def _nodes(self) -> Iterator[Metric]:
-        core = self.service.coordinator
+        core = self.core.coordinator
         quantum = core.settings.capacity_quantum_tokens
-        used = core.state.used_cells(core.settings)
+        used = core.used_cells()
         capacity = GaugeMetricFamily("tao_node_capacity_tokens", "KV capacity of each node.", labels=["node"])
         use = GaugeMetricFamily("tao_node_used_tokens", "KV tokens held by admitted sessions.", labels=["node"])
         healthy = GaugeMetricFamily("tao_node_healthy", "1 when the node answers and is healthy.", labels=["node"])
@@ -118,7 +132,7 @@ class _StateCollector(Collector):
             "tao_node_kv_usage", "vLLM's KV-cache usage in [0, 1], as scraped.", labels=["node"]
         )
         preemptions = CounterMetricFamily("tao_node_preemptions", "vLLM's preemptions, as scraped.", labels=["node"])
-        for name, node in sorted(core.state.nodes.items()):
+        for name, node in sorted(core.nodes.items()):
             capacity.add_metric([name], node.capacity_tokens)
             use.add_metric([name], used.get(name, 0) * quantum)
             healthy.add_metric([name], 1.0 if node.healthy else 0.0)
@@ -130,7 +144,7 @@ class _StateCollector(Collector):
         yield from (capacity, use, healthy, running, waiting, kv_usage, preemptions)
 
     def _half_lives(self) -> Iterator[Metric]:
-        core = self.service.coordinator
+        core = self.core.coordinator
         used = GaugeMetricFamily(
             "tao_node_credit_half_life_seconds",
             "Half-life cache credit decays with on each node: fitted, or the configured one; absent without decay.",
@@ -144,12 +158,12 @@ class _StateCollector(Collector):
         observations = CounterMetricFamily(
             "tao_node_retention_observations", "Observations that fed the node's half-life fit.", labels=["node"]
         )
-        for name, node in sorted(core.state.nodes.items()):
+        for name, node in sorted(core.nodes.items()):
             if (half_life := node_half_life(node, core.settings)) is not None:
                 used.add_metric([name], half_life)
-            if (estimate := core.half_lives.estimate(name)) is not None:
+            if (estimate := core.half_life_fit(name)) is not None:
                 fitted.add_metric([name], estimate)
-            observations.add_metric([name], core.half_lives.observations(name))
+            observations.add_metric([name], core.retention_observations(name))
         yield from (used, fitted, observations)
 
 
@@ -170,17 +184,18 @@ class _ToolNames:
 
 
 class ServiceMetrics:
-    def __init__(self, service: CoordinatorService) -> None:
-        self.service = service
+    """The event-driven series, in the coordinator's own registry, after `state`: the figures read at scrape time."""
+
+    def __init__(self, policy: str, state: StateCollector) -> None:
         self.registry = CollectorRegistry()
-        self._state = _StateCollector(service)
-        self.registry.register(self._state)
+        self.state = state
+        self.registry.register(state)
         self._tool = _ToolNames(TOOL_LABELS)
         self._wanting: dict[str, float] = {}
         """Sessions whose acquire is waiting for a place, and since when."""
         registry = self.registry
         Info("tao", "The coordinator's policy and version.", registry=registry).info(
-            {"policy": service.config.policy.name, "version": __version__}
+            {"policy": policy, "version": __version__}
         )
         self.sessions_registered = PromCounter("tao_sessions_registered", "Sessions registered.", registry=registry)
         self.registrations_refused = PromCounter(
@@ -247,8 +262,10 @@ class ServiceMetrics:
             "tao_tool_duration_seconds", "Tool durations.", ["tool"], buckets=ESTIMATE_BUCKETS, registry=registry
         )
 
-    def on_event(self, event: Event | PlanFinished, actions: list[Action], now: float) -> None:
-        """Count an event the core accepted at `now`, and the actions it returned."""
+    def on_event(
+        self, event: Event | PlanFinished, actions: list[Action], now: float, sessions: Mapping[str, AgentSession]
+    ) -> None:
+        """Count an event the core accepted at `now`, and the actions it returned; `sessions`: the core's after it."""
         match event:
             case Register():
                 self.sessions_registered.inc()
@@ -260,7 +277,7 @@ class ServiceMetrics:
             case LlmEnd():
                 self.llm_calls.labels(event.node_id, "ok" if event.error is None else "error").inc()
             case Acquire():
-                session = self.service.coordinator.state.sessions.get(event.session_id)
+                session = sessions.get(event.session_id)
                 routed = any(isinstance(action, Route) for action in actions)
                 if routed and session is not None and session.node is not None and session.placed_at == now:
                     self.admissions.labels(session.node, "fast").inc()  # it held no place there before
@@ -285,9 +302,6 @@ class ServiceMetrics:
         self.tool_seconds.labels(tool).observe(duration)
         self.estimator_error_seconds.labels(tool).observe(abs(predicted - duration))
         self.estimator_ratio.labels(tool).observe(predicted / max(duration, 0.001))
-
-    def observe_node(self, observation: NodeObservation) -> None:
-        self._state.node_load[observation.name] = observation
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

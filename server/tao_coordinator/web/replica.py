@@ -29,17 +29,21 @@ import logging
 import socket
 import time
 import uuid
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
 
-from prometheus_client import Counter
+from prometheus_client import CollectorRegistry, Counter
 from redis.asyncio import Redis
 
+from ..config import ServerConfig
 from ..ha.client import close, connect
+from ..ha.codec import SessionRecord
 from ..ha.lease import LOST, REDIS_ERRORS, LeaderElection
 from ..ha.store import Fenced, RedisStateStore, ToolRow
 
-if TYPE_CHECKING:
-    from .service import CoordinatorService
+Restore = Callable[[Iterable[SessionRecord], Iterable[ToolRow]], None]
+"""Start serving from the stored sessions and tool ends."""
+Changes = Callable[[], tuple[list[SessionRecord], list[str]]]
+"""The sessions the core touched since the last call: their records as they are now, and the ids of those gone."""
 
 log = logging.getLogger("tao.coordinator.replica")
 
@@ -49,10 +53,22 @@ class NotServing(Exception):
 
 
 class Replica:
-    def __init__(self, service: CoordinatorService) -> None:
-        server = service.config.server
+    """One replica's part in the election and in Redis. What it needs of the service comes in as functions:
+    `restore` on taking over, `forget` on stopping to lead (every session dropped with the given reason), `changes`
+    for the writer, `live` for the sessions served now."""
+
+    def __init__(
+        self,
+        server: ServerConfig,
+        registry: CollectorRegistry,
+        restore: Restore,
+        forget: Callable[[Exception], None],
+        changes: Changes,
+        live: Callable[[], int],
+    ) -> None:
         assert server.redis is not None
-        self.service = service
+        self._registry = registry
+        self._restore, self._forget, self._changes, self._live = restore, forget, changes, live
         self.redis: Redis = connect(server.redis, timeout_s=server.lease_s)
         self.replica_id = server.replica_id or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
         self.advertise_url = server.advertise_url or f"http://{server.host}:{server.port}"
@@ -96,7 +112,7 @@ class Replica:
     async def start(self) -> bytes:
         """Start electing and writing; the session-token key every replica shares."""
         key = self._token_key = await self.store.token_key()
-        registry = self.service.metrics.registry
+        registry = self._registry
         self.anomalies = Counter(
             "tao_redis_anomalies",
             "What the election found wrong in Redis: `lost` (its keys were gone), `junk` (a value no replica writes).",
@@ -149,7 +165,7 @@ class Replica:
             if lost and self.sessions_lost is not None:
                 self.sessions_lost.inc(lost)
                 log.error("replica %s: %d sessions it served were lost with Redis's keys", self.replica_id, lost)
-        self.service.restore(records.values(), tools)
+        self._restore(records.values(), tools)
         self._term += 1
         self._stored = self._fed
         self.restored = True
@@ -167,8 +183,8 @@ class Replica:
         self._tools.clear()
         self._progress.set()  # every request waiting in `durable` finds it cannot be served
         if was_serving:
-            self._served_last = len(self.service.coordinator.state.sessions)
-            self.service.forget_everything(NotServing(reason))
+            self._served_last = self._live()
+            self._forget(NotServing(reason))
 
     # -- durable writes --------------------------------------------------------------------------------------------
 
@@ -201,10 +217,7 @@ class Replica:
             if not self.restored:
                 continue
             target = self._fed
-            state = self.service.coordinator.state
-            touched = state.take_touched()
-            changed = [self.service.record_of(state.sessions[i]) for i in touched if i in state.sessions]
-            removed = [i for i in touched if i not in state.sessions]
+            changed, removed = self._changes()
             tools, self._tools = self._tools, []
             try:
                 if changed or removed or tools:

@@ -1,13 +1,17 @@
 """The live driver: the scheduling core on an asyncio loop, fed by HTTP handlers, node pollers and KV events.
 
+Its parts, one job each: the current core with its history and decision log (`core_slot.py`), the grants on their
+way to clients (`grants.py`), the metrics (`metrics.py`), the demotion driver (`demotions.py`), the replica
+(`replica.py`), the session timelines (`timeline.py`), the registration caps (`caps.py`). None of them holds the
+service: each gets what it reads or calls, so `web/` has no import cycle (`tests/core/test_read_api.py`).
+
 Invariants:
-- the core is only touched from the event loop thread (`feed`); plans are solved in one worker thread on frozen
-  snapshots and their results come back through `feed(PlanFinished)` (design §6);
+- the core is only touched from the event loop thread (`feed`), and only through its read API and `on_event`
+  (`core/coordinator.py`); plans are solved in one worker thread on frozen snapshots and their results come back
+  through `feed(PlanFinished)` (`core/planner.py`);
 - the core's clock is the loop's monotonic clock; wall-clock deadlines from clients are converted on the way in;
-- a `Route` answers the session's waiting `acquire` call if there is one, or is kept until the session asks, so an
-  admission is never lost to a dropped connection;
-- a lease lives as long as the session's place in an LLM call: calls that overlap a running one (harness side
-  calls) get the same lease, so each of their `llm_end`s is accepted;
+- a `Route` becomes a grant (`grants.py`): it answers the session's waiting `acquire`, or is kept until the session
+  asks, and calls that overlap a running one share its lease;
 - session tokens live here (issued by `tokens.py`), not in the core: they authenticate, they are not scheduling
   state;
 - what was decided is told here, not in the core: every fed event goes to the session timelines (`timeline.py`),
@@ -28,7 +32,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import aiohttp
 import zmq.asyncio
@@ -38,11 +42,11 @@ from tao_sdk import protocol
 from ..config import CoordinatorConfig, NodeConfig
 from ..core.actions import Action, Expired, NodeDemoted, NodeRestored, ProbeNode, Route, StartPlan
 from ..core.coordinator import Coordinator
+from ..core.decision import PlanDecision
 from ..core.events import Acquire, CacheResidency, Event, LlmEnd, NodeUpdate, Tick, ToolEnd
 from ..core.forecast import ToolHistory, ToolKey, learned_duration
 from ..core.model import AgentSession, Phase, RunningTool
 from ..core.plan import Plan, PlanFinished
-from ..core.policies import make_policy
 from ..core.snapshot import PlanJob
 from ..core.state_machine import tool_end as checked_tool_end
 from ..fleet.kv_index import NodeKvIndex
@@ -53,9 +57,11 @@ from ..ha.store import ToolRow
 from ..store import HistoryStore, StoreUnavailable
 from .cache_reports import CacheReports
 from .caps import RegistrationCaps
-from .decisions import DecisionLog, PlanDecision
+from .core_slot import CoreSlot
+from .decisions import DecisionLog
 from .demotions import DemotionDriver
-from .metrics import ServiceMetrics
+from .grants import Grants
+from .metrics import ServiceMetrics, StateCollector
 from .replica import Replica
 from .timeline import Timelines
 from .tokens import SessionTokens
@@ -67,22 +73,13 @@ class SessionGone(Exception):
     """The session closed or expired while a call about it was waiting."""
 
 
-@dataclass(frozen=True, slots=True)
-class Placed:
-    """Where a waiting acquire was placed, and its lease."""
-
-    node: str
-    lease_id: str
-
-
 class CoordinatorService:
     def __init__(self, config: CoordinatorConfig) -> None:
         self.config = config
         self.nodes: dict[str, NodeConfig] = {node.name: node for node in config.nodes}
-        self.replica = Replica(self) if config.server.redis else None
         history = ToolHistory.from_settings(config.core)
         self.store: HistoryStore | None = None
-        if self.replica is None:
+        if not config.server.redis:
             self.store = HistoryStore(
                 config.server.state_dir,
                 config.core.forecast_window,
@@ -95,9 +92,24 @@ class CoordinatorService:
                 loaded += 1
             self.store.prune()
             log.info("loaded %d tool durations into %d learned levels from %s", loaded, history.levels, self.store.path)
-        self._install_core(history)
-        self.metrics = ServiceMetrics(self)
-        self.demotions = DemotionDriver(self)
+        self.core = CoreSlot(config, history)
+        self._kv_indexes: dict[str, NodeKvIndex] = {}
+        state = StateCollector(self.core, self.nodes, self.kv_index, self.store, lambda: self.caps.live())
+        self.metrics = ServiceMetrics(config.policy.name, state)
+        self.replica = (
+            Replica(
+                config.server,
+                self.metrics.registry,
+                self.restore,
+                self.forget_everything,
+                self._changes,
+                lambda: len(self.coordinator.sessions),
+            )
+            if config.server.redis
+            else None
+        )
+        urls = {name: node.url for name, node in self.nodes.items()}
+        self.demotions = DemotionDriver(urls, self.feed, self.metrics.registry, self.core)
         self.caps = RegistrationCaps(
             config, lambda token, cap: self.metrics.registrations_refused.labels(token, cap).inc()
         )
@@ -107,14 +119,11 @@ class CoordinatorService:
         self.tokens = (
             SessionTokens.in_state_dir(config.server.state_dir) if self.replica is None else SessionTokens(b"")
         )
-        self.leases: dict[str, str] = {}
-        self._waiters: dict[str, asyncio.Future[Placed]] = {}
-        self._unclaimed: dict[str, Placed] = {}
+        self.grants = Grants()
         self._ending: dict[tuple[str, str], asyncio.Task[None]] = {}
         """Tool ends being stored, by (session, call): a repeat waits for the first, then is judged afresh."""
         self._observed: dict[str, NodeObservation] = {}
         """Each node's last scrape: a core built anew (a replica's takeover) starts from them, not from nothing."""
-        self._kv_indexes: dict[str, NodeKvIndex] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tao-planner")
         self._tick: asyncio.TimerHandle | None = None
@@ -123,10 +132,24 @@ class CoordinatorService:
         self._http: aiohttp.ClientSession | None = None
         self._zmq: zmq.asyncio.Context | None = None
 
-    def _install_core(self, history: ToolHistory) -> None:
-        policy = make_policy(self.config.policy.name)
-        self.coordinator = Coordinator(policy, self.config.core, history=history, inline_planning=False)
-        self.decisions = DecisionLog(policy, self.config.core)
+    @property
+    def coordinator(self) -> Coordinator:
+        """The current core (a replica's takeover replaces it): read through its read API only."""
+        return self.core.coordinator
+
+    @property
+    def history(self) -> ToolHistory:
+        """What the current core learned of tool durations."""
+        return self.core.history
+
+    @property
+    def decisions(self) -> DecisionLog:
+        return self.core.decisions
+
+    @property
+    def leases(self) -> dict[str, str]:
+        """Each session's current lease id (`grants.py`)."""
+        return self.grants.leases
 
     # -- life cycle ------------------------------------------------------------------------------------------------
 
@@ -170,8 +193,7 @@ class CoordinatorService:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._tick is not None:
             self._tick.cancel()
-        for waiter in self._waiters.values():
-            waiter.cancel()
+        self.grants.cancel_waiting()
         if self._http is not None:
             await self._http.close()
         await self.demotions.stop()
@@ -204,20 +226,21 @@ class CoordinatorService:
         """Hand one event to the core, tell what it decided, and carry out what it asks. Raises the core's errors
         unchanged. `job` and `solve_s`: the plan job a `PlanFinished` answers, and how long its solve took."""
         now = self.now()
-        state, stats = self.coordinator.state, self.coordinator.planner.stats
+        core = self.coordinator
+        stats = core.plan_stats
         session_id: str | None = getattr(event, "session_id", None)
-        before = state.sessions.get(session_id) if session_id is not None else None
+        before = core.sessions.get(session_id) if session_id is not None else None
         applied = (stats.applied, stats.cut)
-        actions = self.coordinator.on_event(event, now)
+        actions = core.on_event(event, now)
         try:
-            self.metrics.on_event(event, actions, now)
+            self.metrics.on_event(event, actions, now, core.sessions)
             decision: PlanDecision | None = None
             if isinstance(event, PlanFinished) and job is not None:
                 outcome = "applied" if stats.applied > applied[0] else "cut" if stats.cut > applied[1] else "dropped"
-                decision = self.decisions.plan(job, event.plan, solve_s, outcome, actions, state)
+                decision = self.decisions.plan(job.id, event.plan, solve_s, outcome, actions, core.holders, core.nodes)
             elif isinstance(event, Acquire):
-                self.decisions.acquired(before, actions, state)
-            self.timelines.observe(event, before, state, actions, time.time(), decision)
+                self.decisions.acquired(before, actions, core.sessions, core.nodes)
+            self.timelines.observe(event, before, core.sessions, actions, time.time(), decision)
         except Exception:
             # what the core decided must be carried out whatever happens to the record of it: a lost StartPlan
             # would leave the planner waiting for a plan nobody solves, and every session without a place with it
@@ -288,36 +311,25 @@ class CoordinatorService:
     def forget(self, session_id: str) -> None:
         self.session_tokens.pop(session_id, None)
         self.caps.release(session_id)
-        self.leases.pop(session_id, None)
-        self._unclaimed.pop(session_id, None)
-        waiter = self._waiters.pop(session_id, None)
-        if waiter is not None and not waiter.done():
-            waiter.set_exception(SessionGone(session_id))
+        self.grants.forget(session_id, SessionGone(session_id))
 
     def _grant(self, session_id: str, node: str) -> None:
         # calls that overlap a running one share its lease: an llm_end for any of them must still be accepted
-        session = self.coordinator.state.sessions.get(session_id)
-        overlapping = session is not None and session.llm_calls > 1 and session_id in self.leases
-        grant = Placed(node, self.leases[session_id] if overlapping else uuid.uuid4().hex[:16])
-        self.leases[session_id] = grant.lease_id
-        waiter = self._waiters.pop(session_id, None)
-        if waiter is not None and not waiter.done():
-            waiter.set_result(grant)
-        else:
-            self._unclaimed[session_id] = grant
+        session = self.coordinator.sessions.get(session_id)
+        self.grants.grant(session_id, node, overlapping=session is not None and session.llm_calls > 1)
 
     async def acquire(self, session_id: str, request: protocol.AcquireRequest) -> protocol.AcquireResponse:
         started = self.now()
-        grant = self._unclaimed.pop(session_id, None)
-        if grant is not None and self.coordinator.state.session(session_id).phase is not Phase.IN_LLM:
+        grant = self.grants.claim(session_id)
+        if grant is not None and self.coordinator.session(session_id).phase is not Phase.IN_LLM:
             grant = None  # the call it was made for has ended (a client closing a call it lost) before it was claimed
         if grant is None:
-            session = self.coordinator.state.session(session_id)
+            session = self.coordinator.session(session_id)
             if request.avoid_nodes or not (session.phase is Phase.WAITING and session.acquire_pending):
                 self.feed(acquire_event(session_id, request))
-            grant = self._unclaimed.pop(session_id, None)
+            grant = self.grants.claim(session_id)
         if grant is None:
-            grant = await self._wait_for_grant(session_id, min(request.wait_s, self.config.server.acquire_wait_s))
+            grant = await self.grants.wait(session_id, min(request.wait_s, self.config.server.acquire_wait_s))
         if grant is None:
             return protocol.AcquireResponse(status="waiting")
         self.metrics.acquire_wait_seconds.observe(self.now() - started)
@@ -331,20 +343,6 @@ class CoordinatorService:
             expires_at=time.time() + self.config.core.lease_ttl_s,
         )
 
-    async def _wait_for_grant(self, session_id: str, wait_s: float) -> Placed | None:
-        waiter = self._waiters.get(session_id)
-        if waiter is None or waiter.done():
-            waiter = self.loop.create_future()
-            self._waiters[session_id] = waiter
-        try:
-            return await asyncio.wait_for(asyncio.shield(waiter), timeout=wait_s)
-        except TimeoutError:
-            # nobody awaits it any more: a later admission must be kept for the next acquire instead
-            if self._waiters.get(session_id) is waiter:
-                del self._waiters[session_id]
-                waiter.cancel()
-            return None
-
     async def tool_end(self, event: ToolEnd) -> None:
         """Feed a tool's end, with the duration the history learns from it. Without `--redis` that row is stored
         first: this returns once it is committed and the event fed, and raises `StoreUnavailable` with the core
@@ -354,7 +352,7 @@ class CoordinatorService:
         key = (event.session_id, event.call_id)
         while (pending := self._ending.get(key)) is not None:
             await asyncio.wait([pending])
-        session = self.coordinator.state.session(event.session_id)
+        session = self.coordinator.session(event.session_id)
         now = self.now()
         checked_tool_end(session, now, event.call_id)  # raises as feeding it would, and changes nothing
         running = next(tool for tool in session.tools if tool.call_id == event.call_id)
@@ -405,9 +403,9 @@ class CoordinatorService:
         return self._kv_indexes.get(name)
 
     def observe_node(self, observation: NodeObservation) -> None:
-        self.metrics.observe_node(observation)
+        self.metrics.state.observe_node(observation)
         self._observed[observation.name] = observation
-        known = self.coordinator.state.nodes.get(observation.name)
+        known = self.coordinator.nodes.get(observation.name)
         capacity = observation.capacity_tokens or (known.capacity_tokens if known else None)
         if capacity is None and not observation.healthy:
             capacity = 0  # down since start-up: known, so that a fleet with no healthy node is recognised as such
@@ -436,6 +434,12 @@ class CoordinatorService:
     def record_of(self, session: AgentSession) -> SessionRecord:
         return SessionRecord(session, self.leases.get(session.id), self.session_tokens.get(session.id))
 
+    def _changes(self) -> tuple[list[SessionRecord], list[str]]:
+        """What the replica writes: the records of the sessions the core touched, and the ids of those gone."""
+        core = self.coordinator
+        touched, live = core.take_touched(), core.sessions
+        return [self.record_of(live[i]) for i in touched if i in live], [i for i in touched if i not in live]
+
     def restore(self, records: Iterable[SessionRecord], tools: Iterable[ToolRow]) -> None:
         """Start leading from the stored state: a core built anew with the learned history and every stored
         session, beside the nodes as last scraped."""
@@ -443,29 +447,23 @@ class CoordinatorService:
         for tool, program, duration, _ in tools:
             history.add(ToolKey.of(tool, program), duration)
         self.forget_everything(SessionGone("the coordinator's leader changed"), history)
-        state = self.coordinator.state
+        sessions = []
         for record in records:
-            state.put(record.session)
+            sessions.append(record.session)
             if record.lease_id is not None:
                 self.leases[record.session.id] = record.lease_id
             if record.token is not None:
                 self.session_tokens[record.session.id] = record.token
-        state.take_touched()  # from here on, what the core touches is written
-        self.coordinator.planner.mark_dirty()
+        self.coordinator.restore(sessions)  # from here on, what the core touches is written
         self._schedule_tick()
 
     def forget_everything(self, error: Exception, history: ToolHistory | None = None) -> None:
         """Drop every session (a replica that stopped leading): waiting acquires fail with `error`, a plan in flight
         is void, and the nodes stay as last scraped."""
-        for waiter in self._waiters.values():
-            if not waiter.done():
-                waiter.set_exception(error)
-        self._waiters.clear()
-        self._unclaimed.clear()
-        self.leases.clear()
+        self.grants.forget_all(error)
         self.session_tokens.clear()
         self.caps.clear()
-        self._install_core(history or ToolHistory.from_settings(self.config.core))
+        self.core.install(history or ToolHistory.from_settings(self.config.core))
         self._feed_configured_nodes()
         for observation in list(self._observed.values()):
             self.observe_node(observation)
@@ -475,7 +473,7 @@ class CoordinatorService:
             await asyncio.sleep(self.config.fleet.kv_flush_interval_s)
             for node, index in self._kv_indexes.items():
                 for (session_id, tier), tokens in index.take_changed().items():
-                    if session_id in self.coordinator.state.sessions:
+                    if session_id in self.coordinator.sessions:
                         self.feed(CacheResidency(node, session_id, tokens, tier))
 
 

@@ -1,7 +1,7 @@
 """AgentSession timelines for `GET /v1/sessions/{id}`: what the coordinator saw of a session and decided for it.
 
 The service hands every event it fed the core to `Timelines.observe`, with the session as it was before the event
-and the actions the core answered; a plan's decisions come with it (`decisions.PlanDecision`). From these the
+and the actions the core answered; a plan's decisions come with it (`core/decision.py`). From these the
 timeline keeps the session's phases (a new span whenever its phase or node changes), its tools with the duration
 predicted at the start and the one reported at the end, its waits (from an acquire that found no place until one was
 given), its calls (node, tokens, cached tokens) and the decisions that gave or took its place.
@@ -16,7 +16,7 @@ errors — is clipped to `TEXT_BYTES` of UTF-8 each, so a full timeline costs te
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
@@ -25,11 +25,10 @@ from pydantic import BaseModel
 from tao_sdk import protocol
 
 from ..core.actions import Action, Expired, Route
+from ..core.decision import PlanDecision
 from ..core.events import Acquire, Close, Event, LlmEnd, Register, ToolEnd, ToolStart
 from ..core.model import AgentSession, Phase
 from ..core.plan import PlanFinished
-from ..core.state import FleetState
-from .decisions import PlanDecision
 
 ENTRIES = 256
 CLOSED_KEPT = 1_000
@@ -128,7 +127,7 @@ class Timelines:
         self,
         event: Event | PlanFinished,
         before: AgentSession | None,
-        state: FleetState,
+        sessions: Mapping[str, AgentSession],
         actions: Sequence[Action],
         at: float,
         plan: PlanDecision | None = None,
@@ -138,20 +137,20 @@ class Timelines:
             self._plan(plan, at)
             touched |= {*plan.admitted, *plan.interrupted, *plan.moved}
         session_id: str | None = getattr(event, "session_id", None)
-        timeline = self._event(event, before, state, actions, at) if session_id is not None else None
+        timeline = self._event(event, before, sessions, actions, at) if session_id is not None else None
         if timeline is not None:
             touched.add(timeline.session_id)
         for action in actions:
             if isinstance(action, Expired) and (expired := self.live.get(action.session_id)) is not None:
                 expired.closed_by = "lease"
         for touched_id in sorted(touched):
-            self._sync(touched_id, state.sessions.get(touched_id), at)
+            self._sync(touched_id, sessions.get(touched_id), at)
 
     def _event(
         self,
         event: Event | PlanFinished,
         before: AgentSession | None,
-        state: FleetState,
+        sessions: Mapping[str, AgentSession],
         actions: Sequence[Action],
         at: float,
     ) -> _Timeline | None:
@@ -170,7 +169,7 @@ class Timelines:
         known = self.live.get(getattr(event, "session_id", ""))
         if known is None:
             return None
-        timeline, after = known, state.sessions.get(known.session_id)
+        timeline, after = known, sessions.get(known.session_id)
         match event:
             case Acquire():
                 node = next(

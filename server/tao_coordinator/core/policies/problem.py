@@ -1,4 +1,5 @@
-"""Between snapshots and solvers: build the placement problem of design §5, and turn a solution into a plan.
+"""Between snapshots and solvers: build the placement problem (a lexicographic multiple knapsack,
+docs/algorithm.md), and turn a solution into a plan that carries its values.
 
 Items are the candidate sessions (everything but IN_LLM); knapsacks are the healthy nodes, with capacity
 `capacity × utilisation target` minus what their in-LLM sessions hold, in cells of the capacity quantum (rounded
@@ -14,7 +15,8 @@ sessions change in none of these ways, so most plans evaluate a handful of sessi
 with or without the cache is the same.
 
 The plan lists only changes: interruptions first (they free capacity), then moves, then admissions, each group by
-descending value, so the longest valid prefix the planner applies keeps the most valuable decisions.
+descending value, so the longest valid prefix the planner applies keeps the most valuable decisions. It carries the
+value it ranked each change by (`Plan.values`), so the decision record (`core/decision.py`) evaluates nothing again.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ class PlacementProblem:
     sessions: tuple[AgentSession, ...]
     node_ids: tuple[NodeId, ...]
     weight_tokens: tuple[int, ...]
+    values: tuple[SessionValue, ...]
+    """Each candidate's value, as its item carries it (by node id rather than by knapsack)."""
+    value_names: tuple[str, ...]
 
 
 @dataclass(slots=True)
@@ -91,6 +96,7 @@ def build_problem(
     evaluated = 0
 
     candidates: list[AgentSession] = []
+    session_values: list[SessionValue] = []
     items: list[Item] = []
     weights: list[int] = []
     for session in snapshot.sessions:
@@ -112,12 +118,14 @@ def build_problem(
                 entry.item, entry.tokens = _item(entry.value, tokens, index, settings), tokens
         kept[session.id] = entry
         candidates.append(session)
+        session_values.append(entry.value)
         items.append(entry.item)
         weights.append(tokens)
     if cache is not None:
         cache.keep(kept, evaluated)
     problem = Problem(tuple(items), tuple(max(0, cells) for cells in free))
-    return PlacementProblem(problem, tuple(candidates), tuple(node.id for node in healthy), tuple(weights))
+    node_ids = tuple(node.id for node in healthy)
+    return PlacementProblem(problem, tuple(candidates), node_ids, tuple(weights), tuple(session_values), values.names)
 
 
 def _item(value: SessionValue, tokens: int, index: dict[NodeId, int], settings: CoreSettings) -> Item:
@@ -130,13 +138,18 @@ def _node_inputs(healthy: list[Node], fields: tuple[str, ...]) -> tuple[tuple[ob
 
 
 def plan_from_solution(placement: PlacementProblem, solution: Solution) -> Plan:
+    """The changes of `solution`, ranked, each with its session's value on the node it gains or loses."""
     interrupts: list[Placement] = []
     ranked: list[tuple[int, Value, str, Placement]] = []
+    values: dict[SessionId, Value] = {}
     for i, (session, target) in enumerate(zip(placement.sessions, solution.assignment, strict=True)):
         node = None if target is None else placement.node_ids[target]
         if node == session.node:
             continue
         change = Placement(session.id, session.version, node, placement.weight_tokens[i])
+        value = placement.values[i]
+        valued_on = node if node is not None else session.node
+        values[session.id] = value.base if valued_on is None else value.on_nodes.get(valued_on, value.base)
         if node is None:
             interrupts.append(change)
         else:
@@ -151,6 +164,8 @@ def plan_from_solution(placement: PlacementProblem, solution: Solution) -> Plan:
         len(placement.sessions),
         solution.certified,
         None if solution.certified or solution.bound is None else relative_gap(solution.bound, solution.objective),
+        values,
+        placement.value_names if values else (),
     )
 
 

@@ -1,0 +1,125 @@
+"""Outside `core/`, the core is read through the Coordinator's read API only, and `web/` has no import cycle.
+
+Three checks: the Coordinator's public surface (class and instance) is exactly `READ_API` (its docstring in
+`core/coordinator.py` describes each name), so its internals cannot be reached by a public name; no module outside
+`core/` reads a private `_name` of another object (only `self.`, `cls.` and `super().` may), so they cannot be
+reached by a private one either; and no module of `web/` imports, even for type checking only, a module that imports
+it back.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from tao_coordinator.core.coordinator import Coordinator
+from tao_coordinator.core.policies import make_policy
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER = ROOT / "server" / "tao_coordinator"
+PRODUCT = (SERVER, ROOT / "tao_sdk", ROOT / "integrations")
+
+READ_API = {
+    # driving
+    "on_event",
+    "next_wakeup",
+    "take_touched",
+    "restore",
+    # reading
+    "settings",
+    "readiness_rule",
+    "sessions",
+    "session",
+    "nodes",
+    "holders",
+    "waiting",
+    "used_cells",
+    "cannot_avoid",
+    "plan_stats",
+    "plan_in_flight",
+    "plan_pending",
+    "horizon_s",
+    "mean_horizon_s",
+    "demotion",
+    "half_life_fit",
+    "retention_observations",
+}
+
+
+def _public(names: object) -> set[str]:
+    return {name for name in names if not name.startswith("_")}  # type: ignore[attr-defined]
+
+
+def test_the_coordinators_public_surface_is_its_read_api():
+    coordinator = Coordinator(make_policy("tao"))
+    assert _public(vars(Coordinator)) | _public(vars(coordinator)) == READ_API
+
+
+def private_reads(path: Path, root: Path = ROOT) -> list[str]:
+    """Every `x._name` in `path` whose `x` is not `self`, `cls` or `super()`."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") or node.attr.startswith("__"):
+            continue
+        owner = node.value
+        if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+            continue
+        if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super":
+            continue
+        found.append(f"{path.relative_to(root)}:{node.lineno} reads {ast.unparse(node)}")
+    return found
+
+
+def test_no_module_outside_the_core_reads_a_private_name_of_another_object():
+    offenders = []
+    for root in PRODUCT:
+        for path in sorted(root.rglob("*.py")):
+            if SERVER / "core" not in path.parents:
+                offenders += private_reads(path)
+    assert offenders == []
+
+
+def test_the_scan_catches_a_private_read(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("def f(core):\n    return core._state.sessions, self._x, super()._y()\n")
+    (bad,) = [line.split(" reads ")[1] for line in private_reads(module, tmp_path)]
+    assert bad == "core._state"
+
+
+def web_imports(web: Path) -> dict[str, set[str]]:
+    """Each module of `web/` and the modules of `web/` it imports, `TYPE_CHECKING` blocks included."""
+    modules = {path.stem for path in web.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for path in web.glob("*.py"):
+        imported: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                imported |= {node.module.split(".")[0]} if node.module else {alias.name for alias in node.names}
+        graph[path.stem] = imported & modules
+    return graph
+
+
+def cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of `graph`, or None."""
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> list[str] | None:
+        if module in path:
+            return [*path[path.index(module) :], module]
+        if module in done:
+            return None
+        for imported in sorted(graph[module]):
+            if (found := visit(imported, [*path, module])) is not None:
+                return found
+        done.add(module)
+        return None
+
+    return next((found for module in sorted(graph) if (found := visit(module, [])) is not None), None)
+
+
+def test_web_has_no_import_cycle():
+    assert cycle(web_imports(SERVER / "web")) is None
+
+
+def test_the_cycle_check_finds_one():
+    assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
