@@ -35,11 +35,6 @@ print(json.dumps(sorted(name for name in sys.modules if name.split('.')[0] in ('
     or name.startswith('tao_coordinator.core.'))))
 """
 
-POLICY_REGISTRY = pytest.mark.xfail(
-    strict=True,
-    reason="the help lists the policy names, and core/policies/__init__.py imports every policy to name them",
-)
-
 
 def loaded_after(*args: str) -> set[str]:
     run = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=120)
@@ -55,7 +50,7 @@ def test_the_command_list_and_the_version_load_nothing_heavy(args):
 
 @pytest.mark.parametrize(
     "words",
-    [pytest.param(words, marks=POLICY_REGISTRY) if words == ("coordinator",) else words for words in COMMANDS],
+    COMMANDS,
     ids=" ".join,
 )
 def test_a_commands_help_loads_nothing_heavy(words):
