@@ -13,6 +13,7 @@ them one at a time, in order, each with `report_plan`.
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -57,12 +58,13 @@ Report = tuple[str, str, Any]
 """A report to send in the background: method, path, JSON body."""
 
 
-class RouterCore(Calls):
+class RouterCore(Calls, ABC):
     """The plans of a session's exchanges with the coordinator; subclasses run them and queue the reports."""
 
+    @abstractmethod
     def retry_in_background(self, now: float) -> None:
-        """While detached and due (`retry_due`): try the coordinator again without making the caller wait."""
-        raise NotImplementedError
+        """While detached and due (`retry_due`): try the coordinator again without making the caller wait (a thread
+        in the sync router, a task in the async one)."""
 
     # -- plans -----------------------------------------------------------------------------------------------------
 
