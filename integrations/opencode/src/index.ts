@@ -65,7 +65,7 @@ function commandHints(command: string): Hints {
   for (const part of stripped.replace(/&+$/, "").split(/\s*(?:&&|\|\||;|\n)\s*/)) {
     let longest = 0
     for (const stage of part.split("|")) {
-      const words = stage.trim().split(/\s+/).map((word) => word.replace(/^['"]|['"]$/g, ""))
+      const words = stageWords(stage)
       let stageSleep = 0
       words.forEach((word, k) => {
         if (word === "sleep" && k + 1 < words.length) stageSleep += parseDuration(words[k + 1]) ?? 0
@@ -86,29 +86,41 @@ const OPERATOR_CHARS = ";&|()\n"
 const ASSIGNMENT = /^[A-Za-z_][A-Za-z0-9_]*\+?=/
 const PROGRAM_MAX_CHARS = 64
 
-/** Shell words (quotes removed) and runs of operator characters, as `tao_sdk.hints` reads them with `shlex`; a `#`
- * comment runs to its newline; an unbalanced quote ends the words. */
-function shellWords(command: string): string[] {
+/** A pipeline stage's words as `tao_sdk.hints` reads them (`shlex.split`: quotes removed, `#` and operators are
+ * plain characters), or split on blanks where the quoting is unbalanced. */
+function stageWords(stage: string): string[] {
+  const { words, complete } = shellWords(stage, "", false)
+  return complete ? words : stage.trim().split(/\s+/).filter((word) => word !== "")
+}
+
+/** Shell words (quotes removed) and runs of operator characters, as `tao_sdk.hints.program_of` reads them with
+ * `shlex`; a `#` comment runs to its newline; an unbalanced quote ends the words (`complete` is then false). */
+function shellWords(
+  command: string,
+  operators = OPERATOR_CHARS,
+  comments = true,
+): { words: string[]; complete: boolean } {
   const text = command.replace(/\\\n/g, " ")
   const words: string[] = []
+  const ends = comments ? " \t\r#" : " \t\r"
   let k = 0
   while (k < text.length) {
     const char = text[k]
     if (" \t\r".includes(char)) {
       k++
-    } else if (char === "#") {
+    } else if (comments && char === "#") {
       while (k < text.length && text[k] !== "\n") k++
-    } else if (OPERATOR_CHARS.includes(char)) {
+    } else if (operators.includes(char)) {
       const start = k
-      while (k < text.length && OPERATOR_CHARS.includes(text[k])) k++
+      while (k < text.length && operators.includes(text[k])) k++
       words.push(text.slice(start, k))
     } else {
       let word = ""
-      while (k < text.length && !" \t\r#".includes(text[k]) && !OPERATOR_CHARS.includes(text[k])) {
+      while (k < text.length && !ends.includes(text[k]) && !operators.includes(text[k])) {
         const c = text[k]
         if (c === "'") {
           const close = text.indexOf("'", k + 1)
-          if (close < 0) return words
+          if (close < 0) return { words, complete: false }
           word += text.slice(k + 1, close)
           k = close + 1
         } else if (c === '"') {
@@ -117,10 +129,10 @@ function shellWords(command: string): string[] {
             if (text[k] === "\\" && (text[k + 1] === '"' || text[k + 1] === "\\")) k++
             word += text[k++]
           }
-          if (k >= text.length) return words
+          if (k >= text.length) return { words, complete: false }
           k++
         } else if (c === "\\") {
-          if (k + 1 >= text.length) return words
+          if (k + 1 >= text.length) return { words, complete: false }
           word += text[k + 1]
           k += 2
         } else {
@@ -131,7 +143,7 @@ function shellWords(command: string): string[] {
       words.push(word)
     }
   }
-  return words
+  return { words, complete: true }
 }
 
 function programName(word: string): string | undefined {
@@ -148,7 +160,7 @@ function programOf(command: string): string | undefined {
   let inCd = false
   let inValue = false
   let depth = 0 // of the `$(…)` that an assignment's value opened
-  for (const token of shellWords(command)) {
+  for (const token of shellWords(command).words) {
     const isOperator = [...token].every((char) => OPERATOR_CHARS.includes(char))
     if (inValue && isOperator && (depth > 0 || token.startsWith("("))) {
       depth += token.split("(").length - token.split(")").length

@@ -23,7 +23,7 @@ const cases = JSON.parse(readFileSync(new URL("../../../tests/sdk/shell_hints.js
 
 test("commandHints reads each command as tao_sdk.command_hints does", () => {
   for (const known of cases.command_hints) {
-    const { sleep_s, timeout_s, background } = known.opencode ?? known
+    const { sleep_s, timeout_s, background } = known
     const command = known.command
     const expected = { background }
     if (sleep_s !== null) expected.sleep_s = sleep_s
