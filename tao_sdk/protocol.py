@@ -44,8 +44,9 @@ class _Answer(BaseModel):
 class AgentContext(_Body):
     """What a session tells the coordinator about its agent when it registers (`x-agent-*` headers on `tao proxy`).
 
-    The coordinator stores it on the session and shows it in `GET /v1/sessions`; no scheduling decision reads the
-    workflow fields yet."""
+    The coordinator stores it on the session and shows it in `GET /v1/sessions`. TAO reads the workflow fields for
+    workflow affinity (`workflow_id`, else the family of `parent_session_id`: `core/signals/workflow.py`) and
+    `expected_next_tools` to forecast a tool with little history of its own (`core/forecast/forecaster.py`)."""
 
     harness: str = Field(default="unknown", max_length=100)
     workflow_id: str = Field(default="", max_length=200)

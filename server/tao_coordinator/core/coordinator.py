@@ -668,8 +668,9 @@ def _without_load(node: Node) -> Node:
 
 
 def _agent_step(session: AgentSession, event: Acquire) -> dict[str, Any]:
-    """The session fields an acquire changes with what it says of the agent's step (stored for the listing and for
-    later decisions, read by none yet); a field the acquire leaves out keeps its value, and its context its object."""
+    """The session fields an acquire changes with what it says of the agent's step: `step_id` (stored and listed,
+    read by no decision) and the context's `expected_next_tools` (the forecast of the session's next tool starts
+    reads it, `forecast/forecaster.py`); a field the acquire leaves out keeps its value, and its context its object."""
     changes: dict[str, Any] = {}
     if event.step_id is not None:
         changes["step_id"] = event.step_id

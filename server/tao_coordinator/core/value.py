@@ -4,13 +4,14 @@
 components, most significant first, compared lexicographically with no weights (design §4). Tuples form an ordered
 abelian group, so summing them over a plan and comparing sums is exact.
 
-`LexEmbedding` maps such tuples to single integers for the vectorised DP: a mixed-radix number whose digit j has
-radix S_j + 1, where S_j bounds the sum of component j over every item of the instance. Invariant (proved in
-`tests/core/test_value.py`, and by this argument): for any two sets of items A, B of one instance,
+`LexEmbedding` maps such tuples to single integers, for searches that compare sums as numbers (today
+`solver/greedy.py`'s per-node knapsack, in Python ints): a mixed-radix number whose digit j has radix S_j + 1, where
+S_j bounds the sum of component j over every item of the instance. Invariant (proved in `tests/core/test_value.py`,
+and by this argument): for any two sets of items A, B of one instance,
 `sum_A tuple < sum_B tuple  ⇔  embed(sum_A) < embed(sum_B)`, because every lower digit's sum stays below its radix,
-so no carry ever crosses a digit; and the largest possible sum is below `LIMIT` (2^61), leaving room for the DP's
-"unreachable" sentinel −2^62 plus any value without leaving int64. An instance whose bound would pass `LIMIT` raises
-`EmbeddingOverflow`, and the solver falls back instead of risking a wrong order.
+so no carry ever crosses a digit. With `int64=True` the largest possible sum must stay below `LIMIT` (2^61), so that
+an int64 sentinel of −2^62 plus any value stays in int64; an instance past it raises `EmbeddingOverflow` rather than
+risk a wrong order.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 |---------------------|----------------------------------------------------|------------------|-----------|
 | tao                 | credit, readiness, tier, token time, held footprint, stability | exact search | adaptive |
 | tao-no-dp           | same                                               | best-fit decr.   | adaptive  |
-| tao-no-readiness    | cache credit, tier credit, held footprint, stability | exact          | adaptive  |
+| tao-no-readiness    | as tao without readiness                           | exact            | adaptive  |
 | tao-no-decay        | undecayed cache credit, readiness, tier credit, …  | exact            | adaptive  |
 | tao-no-tier         | as tao without tier credit (blind to CPU tiers)    | exact            | adaptive  |
 | tao-no-token-time   | as tao without the token time                      | exact            | adaptive  |

@@ -1,8 +1,9 @@
 """`tao-spread`: TAO with worst-fit instead of best-fit among equally valued nodes — a prototype, not TAO as published.
 
 Why: TAO's value has no load term, so when several nodes are worth the same to a session (no cache credit anywhere,
-or the same credit) the solvers' tie-break decides, and every one of them breaks ties to the *tightest* node
-(all-fit and BFD by best fit, the DP by its backtracking order). On a fleet that is not full this packs new sessions
+or the same credit) the solvers' tie-break decides, and most of them break ties to the *tightest* node (BFD by best
+fit, the branch and bound's home start by the tightest fit; only all-fit spreads, and only when everything fits). On a
+fleet that is not full this packs new sessions
 onto as few nodes as possible: in an early benchmark run one node of four served twice the requests of
 another, its batches decoded slower, and its KV had no room left for the next, larger prompts of its sessions.
 
