@@ -10,8 +10,8 @@ recorded snapshot is then solved again by a fresh `--policy` planner and timed �
 the problem from the signals included, as the live driver runs it — and `--milp-samples` of them, evenly spread
 over the recording, by the MILP reference at `mip_rel_gap = 0`. `planner_replay.py` defines the figures.
 
-Without `--trace` or `--sizes` it runs what issue 12 measures: AgentX dev at 64×8 and 128×8 `h100-tp4`, mini-swe-agent
-dev at 128×4 `h100-tp2` (those whose files are under `$TAO_TRACES`), and 1024x64.
+Without `--trace` or `--sizes` it runs the cases of docs/algorithm.md#measured: AgentX dev at 64×8 and 128×8
+`h100-tp4`, mini-swe-agent dev at 128×4 `h100-tp2` (those whose files are under `$TAO_TRACES`), and 1024x64.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Model calls a node refuses, as rows of the table: a node that answers 503 to every call while its `/health` says
-200, a node killed with SIGKILL, and a coordinator that answers acquires out of protocol (issue 24, faults 4, 5, 10).
+200, a node killed with SIGKILL, and a coordinator that answers acquires out of protocol
+(docs/coordinator.md#every-fault-in-one-table-tao-bench-faults).
 
 Each node row: one `tao coordinator` process with the default fleet and core settings (2 s scrapes, demotion after
 3 refusals in a row, a probe every 2 s) over two fake vLLM nodes, `bad` and `good`; `SESSIONS` SDK sessions, each in
