@@ -1,4 +1,5 @@
-"""The coordinator's wire protocol (`/v1`, design §3): the JSON bodies both the SDK and the coordinator speak.
+"""The coordinator's wire protocol (`/v1`, docs/coordinator.md#the-api-v1): the JSON bodies both the SDK and the
+coordinator speak.
 
 One pydantic model per body, validated on both sides. Unknown fields in a request are rejected, so a typo in a
 client is a 422 naming the field rather than a silently ignored value; unknown fields in an answer are ignored, so

@@ -1,6 +1,6 @@
 """The SDK's side of the protocol: one session's calls to the coordinator, failing open and converging.
 
-Fail-open rules (design §1): every call to the coordinator has a short bound (`connect_timeout_s`,
+Fail-open rules (docs/sdk.md#failing-open): every call to the coordinator has a short bound (`connect_timeout_s`,
 `request_timeout_s`). When the coordinator does not answer, or answers 5xx, the session is marked *detached*: model
 calls go to the last node used, or to a node chosen by a stable hash of the session id over `fallback_nodes`;
 reports are dropped; the log says so once. While detached, the coordinator is tried again at most every

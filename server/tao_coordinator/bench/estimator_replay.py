@@ -1,5 +1,6 @@
 """How well tool returns are forecast on real traces, replayed for `tao bench estimator` (`estimator.py`): by the
-coordinator's forecast (`core/forecast/`), by the binary rules it replaces and by simple statistics (design §4).
+coordinator's forecast (`core/forecast/`), by the binary rules it replaces and by simple statistics
+(docs/algorithm.md#the-value-of-a-placement).
 
 | dataset | file under `--traces` | tool time | key |
 |---|---|---|---|

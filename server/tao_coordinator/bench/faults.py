@@ -288,9 +288,9 @@ def _agent(
     k: int,
     signals: tuple[threading.Event, threading.Semaphore, threading.Event],
 ) -> None:
-    """The issue's loop: a tool, then one model call, every 0.25 s; each call recorded with whether the coordinator
-    placed it (the session's grant changed) or the SDK routed it on its own. Once stopped, it says so and keeps its
-    session open until released, so that the coordinator's view of it can be read."""
+    """Each session's loop under a stall: a tool, then one model call, every 0.25 s; each call recorded with whether the
+    coordinator placed it (the session's grant changed) or the SDK routed it on its own. Once stopped, it says so and
+    keeps its session open until released, so that the coordinator's view of it can be read."""
     stop, stopped, release = signals
     with tao_sdk.session(url, context=tao_sdk.AgentContext(harness="bench-stall")) as s:
         ids[k] = s.id

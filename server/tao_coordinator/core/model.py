@@ -53,7 +53,8 @@ def shared_prefix_blocks(a: tuple[BlockRun, ...], b: tuple[BlockRun, ...]) -> in
 
 
 class Phase(enum.IntEnum):
-    """Where a session is in its life (design §3). Order has no meaning beyond CLOSED being last."""
+    """Where a session is in its life (docs/design.md#session-life-cycle). Order has no meaning beyond CLOSED being
+    last."""
 
     WAITING = 0
     """Wants the LLM and holds no place: new, or back from a tool after being interrupted."""
@@ -70,7 +71,7 @@ class Phase(enum.IntEnum):
 
 
 class EvidenceSource(enum.IntEnum):
-    """Where a cache-credit figure comes from, best first (design §4)."""
+    """Where a cache-credit figure comes from, best first (docs/algorithm.md#the-value-of-a-placement)."""
 
     KV_EVENTS = 0
     """Blocks of this session resident on the node, counted from vLLM KV events. Exact; does not decay."""
@@ -202,7 +203,7 @@ class AgentSession:
 
     @property
     def is_candidate(self) -> bool:
-        """Whether the planner may place, keep, move or interrupt this session (design §5)."""
+        """Whether the planner may place, keep, move or interrupt this session (docs/design.md#the-decision)."""
         return self.phase not in (Phase.IN_LLM, Phase.CLOSED)
 
     def check(self) -> None:

@@ -1,4 +1,4 @@
-"""The session state machine of design §3, as pure functions from a session to its next version.
+"""The session state machine (docs/design.md#session-life-cycle), as pure functions from a session to its next version.
 
 Rule: everything that changes a session's phase, place or in-flight work lives in this file. Each function either
 returns a new `AgentSession` (version + 1) or raises `IllegalTransition` and changes nothing.

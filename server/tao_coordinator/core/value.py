@@ -1,8 +1,8 @@
 """The lexicographic value of placing a session on a node, and its exact embedding into integers.
 
 `ValueModel` evaluates an ordered list of signals: the value of session i on node b is the tuple of their
-components, most significant first, compared lexicographically with no weights (design §4). Tuples form an ordered
-abelian group, so summing them over a plan and comparing sums is exact.
+components, most significant first, compared lexicographically with no weights (docs/design.md#the-lexicographic-value).
+Tuples form an ordered abelian group, so summing them over a plan and comparing sums is exact.
 
 `LexEmbedding` maps such tuples to single integers, for searches that compare sums as numbers (today
 `solver/greedy.py`'s per-node knapsack, in Python ints): a mixed-radix number whose digit j has radix S_j + 1, where

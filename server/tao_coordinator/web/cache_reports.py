@@ -1,9 +1,9 @@
 """Noticing a node whose calls never report cached tokens, and saying why once.
 
-Cache credit (design §4) learns from `cached_tokens` in each call's usage. Real vLLM sends it only when it runs with
-`--enable-prompt-tokens-details` (off by default; the fake server always sends it), so a fleet started without the
-flag gives TAO no cache evidence at all, silently. Per node, this counts the successful calls with a prompt whose
-report carried no `cached_tokens`; once `SILENT_CALLS` of them arrive before any call that carried it, it logs one
+Cache credit (docs/design.md#cache-credit) learns from `cached_tokens` in each call's usage. Real vLLM sends it only
+when it runs with `--enable-prompt-tokens-details` (off by default; the fake server always sends it), so a fleet started
+without the flag gives TAO no cache evidence at all, silently. Per node, this counts the successful calls with a prompt
+whose report carried no `cached_tokens`; once `SILENT_CALLS` of them arrive before any call that carried it, it logs one
 warning naming the node and the flag.
 
 Invariants: at most one warning per node for the life of the process; a node that reported `cached_tokens` once is
