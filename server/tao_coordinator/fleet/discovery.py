@@ -103,9 +103,10 @@ class DnsDiscovery:
         if self.failing is not None:
             log.info("discovery of %s: resolves again, after failing (%s)", self.config.name, self.failing)
             self.failing = None
-        change = diff(self.nodes, nodes_at(addresses, self.config))
+        found = nodes_at(addresses, self.config)
+        change = diff(self.nodes, found)
         if change:
-            self.nodes = (self.nodes - change.removed) | change.added
+            self.nodes = found
             log.info(
                 "discovery of %s: %d nodes (added %s; removed %s)",
                 self.config.name,
