@@ -43,6 +43,7 @@ the server listens on loopback; every error names the offending field (`ConfigEr
 from __future__ import annotations
 
 import ipaddress
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -141,6 +142,74 @@ class NodeConfig(_Section):
     @classmethod
     def _strip_slash(cls, url: str) -> str:
         return url.rstrip("/")
+
+
+class DiscoveryConfig(_Section):
+    """Nodes found in DNS (`fleet/discovery.py`): every A and AAAA record of `name` is a node at
+    `scheme://address:port`, looked up again every `interval_s` — a Kubernetes headless Service names every ready pod
+    this way."""
+
+    name: str = Field(min_length=1, max_length=253)
+    """The DNS name to resolve, e.g. `vllm.default.svc.cluster.local`."""
+    port: int = Field(default=8000, ge=1, le=65535)
+    """The port every discovered node serves on."""
+    scheme: Literal["http", "https"] = "http"
+    interval_s: float = Field(default=10.0, gt=0, le=3600)
+    """How often the name is looked up again: a record added or removed is seen within about this long."""
+    timeout_s: float = Field(default=2.0, gt=0, le=60)
+    """Longest one lookup (its A and AAAA queries together) may take before it counts as failed."""
+    resolver: str | None = None
+    """The DNS server to ask, `address` or `address:port` (`[address]:port` for IPv6); None: the system's
+    (/etc/resolv.conf)."""
+    node_prefix: str | None = Field(default=None, min_length=1, max_length=60, pattern=r"^[A-Za-z0-9._-]+$")
+    """Discovered nodes are named `<prefix>-<address>` (`fleet/discovery.py`); default: the first label of `name`."""
+
+    @field_validator("name")
+    @classmethod
+    def _dns_name(cls, name: str) -> str:
+        labels = name.removesuffix(".").split(".")
+        if not all(_DNS_LABEL.fullmatch(label) for label in labels):
+            raise ValueError(f"{name!r} is not a DNS name (labels of letters, digits, '-' and '_', 63 at most)")
+        return name.lower()
+
+    @field_validator("resolver")
+    @classmethod
+    def _address_and_port(cls, resolver: str | None) -> str | None:
+        if resolver is not None:
+            split_resolver(resolver)
+        return resolver
+
+    @property
+    def resolver_address(self) -> tuple[str, int] | None:
+        """The resolver's IP address and port, or None for the system's."""
+        return None if self.resolver is None else split_resolver(self.resolver)
+
+    @property
+    def prefix(self) -> str:
+        return self.node_prefix or self.name.split(".")[0][:60]
+
+
+_DNS_LABEL = re.compile(r"[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?", re.IGNORECASE)
+
+
+def split_resolver(resolver: str, default_port: int = 53) -> tuple[str, int]:
+    """`10.0.0.2`, `10.0.0.2:5353`, `fd00::2` or `[fd00::2]:5353` → (IP address, port); ValueError otherwise (a
+    resolver is an address: naming it would need a resolver)."""
+    host, port_text = resolver, str(default_port)
+    if resolver.startswith("["):
+        host, bracket, rest = resolver[1:].partition("]")
+        if not bracket or (rest and not rest.startswith(":")):
+            raise ValueError(f"resolver {resolver!r}: expected [address]:port")
+        port_text = rest[1:] if rest else str(default_port)
+    elif resolver.count(":") == 1:
+        host, _, port_text = resolver.partition(":")
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        raise ValueError(f"resolver {resolver!r}: {host!r} is not an IP address") from None
+    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise ValueError(f"resolver {resolver!r}: the port must be a number from 1 to 65535")
+    return str(address), int(port_text)
 
 
 class PolicyConfig(_Section):
