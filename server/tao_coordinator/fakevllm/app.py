@@ -56,32 +56,8 @@ async def load(request: web.Request) -> web.Response:
 
 async def models(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
-    name = service.config.served_model_name
-    permission = {
-        "id": f"modelperm-{name}",
-        "object": "model_permission",
-        "created": int(service.started),
-        "allow_create_engine": False,
-        "allow_sampling": True,
-        "allow_logprobs": True,
-        "allow_search_indices": False,
-        "allow_view": True,
-        "allow_fine_tuning": False,
-        "organization": "*",
-        "group": None,
-        "is_blocking": False,
-    }
-    card = {
-        "id": name,
-        "object": "model",
-        "created": int(service.started),
-        "owned_by": "vllm",
-        "root": name,
-        "parent": None,
-        "max_model_len": service.max_model_len,
-        "permission": [permission],
-    }
-    return web.json_response({"object": "list", "data": [card]}, dumps=dumps)
+    listed = service.config.served_models().model_list(int(service.started), service.max_model_len)
+    return web.json_response(listed, dumps=dumps)
 
 
 async def metrics(request: web.Request) -> web.Response:

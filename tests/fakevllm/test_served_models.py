@@ -1,0 +1,161 @@
+"""A node serving several names, as vLLM does: a base model under two names plus a LoRA adapter, listed by
+`GET /v1/models` in vLLM 0.33's shape; calls to each served name succeed, any other name is a 404 in vLLM's words
+on both the OpenAI and the Anthropic routes. Real servers on loopback, real clients."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import urllib.request
+from collections.abc import Callable, Iterator
+
+import anthropic
+import openai
+import pytest
+from pydantic import ValidationError
+
+from tao_coordinator.fakevllm import FakeNodeConfig, ThreadedFleet
+from tao_coordinator.fakevllm.cli import add_arguments, build_config
+from tao_coordinator.fakevllm.fleet import FakeNode
+from tao_coordinator.fakevllm.model_cards import LoraModule, parse_lora_module
+
+BASE = "Qwen/Qwen3-32B"
+ALIAS = "qwen-large"
+ROOT = "/models/Qwen3-32B"
+ADAPTER = LoraModule(name="team-sql", path="/adapters/sql-lora")
+SERVED = [BASE, ALIAS, ADAPTER.name]
+OTHER = "Qwen/Qwen3-4B"
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Iterator[ThreadedFleet]:
+    """Node 0 serves two names and an adapter; node 1 serves another model alone: a fleet of two models."""
+    several = FakeNodeConfig(
+        time_scale=50, served_model_aliases=(ALIAS,), model=ROOT, lora_modules=(ADAPTER,), served_model_name=BASE
+    )
+    with ThreadedFleet([several, FakeNodeConfig(time_scale=50, served_model_name=OTHER)], kv_events=False) as nodes:
+        yield nodes
+
+
+@pytest.fixture(scope="module")
+def multi(fleet: ThreadedFleet) -> FakeNode:
+    return fleet.nodes[0]
+
+
+def _get_json(url: str) -> object:
+    with urllib.request.urlopen(url) as response:
+        return json.loads(response.read())
+
+
+def test_models_are_listed_as_vllm_lists_them(multi: FakeNode) -> None:
+    body = _get_json(multi.url + "/v1/models")
+    assert isinstance(body, dict) and body["object"] == "list" and list(body) == ["object", "data"]
+    cards = body["data"]
+    assert [card["id"] for card in cards] == SERVED
+    created = int(multi.service.started)
+    for card in cards:
+        assert list(card) == ["id", "object", "created", "owned_by", "root", "parent", "max_model_len", "permission"]
+        assert (card["object"], card["owned_by"], card["created"]) == ("model", "vllm", created)
+        [permission] = card["permission"]
+        assert permission == {
+            "id": f"modelperm-{card['id']}",
+            "object": "model_permission",
+            "created": created,
+            "allow_create_engine": False,
+            "allow_sampling": True,
+            "allow_logprobs": True,
+            "allow_search_indices": False,
+            "allow_view": True,
+            "allow_fine_tuning": False,
+            "organization": "*",
+            "group": None,
+            "is_blocking": False,
+        }
+    base, alias, lora = cards
+    limit = multi.service.max_model_len
+    assert (base["root"], base["parent"], base["max_model_len"]) == (ROOT, None, limit)
+    assert (alias["root"], alias["parent"], alias["max_model_len"]) == (ROOT, None, limit)
+    assert (lora["root"], lora["parent"], lora["max_model_len"]) == (ADAPTER.path, BASE, None)
+
+
+def test_one_model_is_listed_as_before(fleet: ThreadedFleet) -> None:
+    single = fleet.nodes[1]
+    [card] = _get_json(single.url + "/v1/models")["data"]
+    assert (card["id"], card["root"], card["parent"]) == (OTHER, OTHER, None)
+    assert card["max_model_len"] == single.service.max_model_len
+
+
+def test_every_served_name_answers(
+    multi: FakeNode,
+    openai_for: Callable[[FakeNode], openai.OpenAI],
+    anthropic_for: Callable[[FakeNode], anthropic.Anthropic],
+) -> None:
+    """A call to an alias is answered with the main name (vLLM's `model_name()`), one to an adapter with its own."""
+    oai, claude = openai_for(multi), anthropic_for(multi)
+    answered = {BASE: BASE, ALIAS: BASE, ADAPTER.name: ADAPTER.name}
+    for asked, answer in answered.items():
+        chat = oai.chat.completions.create(model=asked, messages=MESSAGES, max_tokens=3)
+        assert chat.model == answer and chat.choices
+        completion = oai.completions.create(model=asked, prompt="hello", max_tokens=2)
+        assert completion.model == answer
+        message = claude.messages.create(model=asked, max_tokens=3, messages=MESSAGES)
+        assert message.model == answer
+        assert claude.messages.count_tokens(model=asked, messages=MESSAGES).input_tokens > 0
+
+
+def test_metrics_name_the_first_served_name(multi: FakeNode) -> None:
+    with urllib.request.urlopen(multi.url + "/metrics") as response:
+        text = response.read().decode()
+    assert set(re.findall(r'model_name="([^"]*)"', text)) == {BASE}
+
+
+def test_a_model_the_node_does_not_serve_is_a_404(
+    fleet: ThreadedFleet,
+    openai_for: Callable[[FakeNode], openai.OpenAI],
+    anthropic_for: Callable[[FakeNode], anthropic.Anthropic],
+) -> None:
+    multi, single = fleet.nodes
+    message = f"The model `{OTHER}` does not exist. Valid aliases: {BASE}, {ALIAS}."
+    with pytest.raises(openai.NotFoundError) as caught:
+        openai_for(multi).chat.completions.create(model=OTHER, messages=MESSAGES)
+    assert caught.value.body == {"message": message, "type": "NotFoundError", "param": "model", "code": 404}
+    with pytest.raises(anthropic.NotFoundError) as refused:
+        anthropic_for(multi).messages.create(model=OTHER, max_tokens=3, messages=MESSAGES)
+    assert refused.value.body == {"type": "error", "error": {"type": "not_found_error", "message": message}}
+    with pytest.raises(openai.NotFoundError) as other:  # and the other node does not serve the first's adapter
+        openai_for(single).completions.create(model=ADAPTER.name, prompt="hello")
+    assert other.value.body["message"] == f"The model `{ADAPTER.name}` does not exist. Valid aliases: {OTHER}."
+
+
+def test_the_command_line_takes_vllm_flags() -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    lora_json = '{"name": "b", "path": "/adapters/b", "base_model_name": "big"}'
+    flags = ["--served-model-name", "big", "large", "--model", "/m", "--lora-modules", "a=/adapters/a", lora_json]
+    config = build_config(parser.parse_args(flags))
+    assert (config.served_model_name, config.served_model_aliases, config.model) == ("big", ("large",), "/m")
+    assert config.lora_modules == (
+        LoraModule(name="a", path="/adapters/a"),
+        LoraModule(name="b", path="/adapters/b", base_model_name="big"),
+    )
+    plain = build_config(parser.parse_args([]))
+    assert (plain.served_model_name, plain.served_model_aliases, plain.lora_modules) == (BASE, (), ())
+
+
+def test_an_adapter_on_an_unserved_base_hangs_off_the_first_name() -> None:
+    served = FakeNodeConfig(lora_modules=(LoraModule(name="a", path="/a", base_model_name="nope"),)).served_models()
+    [_, card] = served.model_list(created=0, max_model_len=100)["data"]
+    assert card["parent"] == BASE
+
+
+def test_bad_names_are_refused() -> None:
+    with pytest.raises(ValidationError, match="served twice: x"):
+        FakeNodeConfig(served_model_name="x", lora_modules=(LoraModule(name="x", path="/x"),))
+    with pytest.raises(ValidationError, match="served twice: y"):
+        FakeNodeConfig(served_model_name="x", served_model_aliases=("y", "y"))
+    with pytest.raises(ValueError, match="expected name=path"):
+        parse_lora_module("no-path")
+    with pytest.raises(ValidationError):
+        parse_lora_module('{"name": "a"}')
