@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 
@@ -134,7 +135,8 @@ def test_the_command_line_takes_vllm_flags() -> None:
     add_arguments(parser)
     lora_json = '{"name": "b", "path": "/adapters/b", "base_model_name": "big"}'
     flags = ["--served-model-name", "big", "large", "--model", "/m", "--lora-modules", "a=/adapters/a", lora_json]
-    config = build_config(parser.parse_args(flags))
+    config = build_config(parser.parse_args([*flags, "--allow-runtime-lora-updating"]))
+    assert config.allow_runtime_lora_updating
     assert (config.served_model_name, config.served_model_aliases, config.model) == ("big", ("large",), "/m")
     assert config.lora_modules == (
         LoraModule(name="a", path="/adapters/a"),
@@ -142,10 +144,11 @@ def test_the_command_line_takes_vllm_flags() -> None:
     )
     plain = build_config(parser.parse_args([]))
     assert (plain.served_model_name, plain.served_model_aliases, plain.lora_modules) == (BASE, (), ())
+    assert not plain.allow_runtime_lora_updating
 
 
 def test_an_adapter_on_an_unserved_base_hangs_off_the_first_name() -> None:
-    served = FakeNodeConfig(lora_modules=(LoraModule(name="a", path="/a", base_model_name="nope"),)).served_models()
+    served = FakeNodeConfig(lora_modules=(LoraModule(name="a", path="/a", base_model_name="nope"),)).model_catalog()
     [_, card] = served.model_list(created=0, max_model_len=100)["data"]
     assert card["parent"] == BASE
 
@@ -159,3 +162,48 @@ def test_bad_names_are_refused() -> None:
         parse_lora_module("no-path")
     with pytest.raises(ValidationError):
         parse_lora_module('{"name": "a"}')
+
+
+def _post(url: str, body: object) -> tuple[int, str]:
+    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def test_adapters_load_and_unload_at_run_time_when_allowed(openai_for: Callable[[FakeNode], openai.OpenAI]) -> None:
+    config = FakeNodeConfig(time_scale=50, allow_runtime_lora_updating=True)
+    with ThreadedFleet([config, FakeNodeConfig(time_scale=50)], kv_events=False) as fleet:
+        node, locked = fleet.nodes
+        load, unload = node.url + "/v1/load_lora_adapter", node.url + "/v1/unload_lora_adapter"
+        assert _post(load, {"lora_name": "x", "lora_path": "/adapters/x"}) == (
+            200,
+            "Success: LoRA adapter 'x' added successfully.",
+        )
+        [_, card] = _get_json(node.url + "/v1/models")["data"]
+        assert (card["id"], card["root"], card["parent"], card["max_model_len"]) == ("x", "/adapters/x", BASE, None)
+        assert openai_for(node).completions.create(model="x", prompt="hello", max_tokens=2).model == "x"
+        status, again = _post(load, {"lora_name": "x", "lora_path": "/adapters/x2"})
+        assert (status, json.loads(again)["error"]["type"]) == (400, "InvalidUserInput")
+        assert "has already been loaded" in json.loads(again)["error"]["message"]
+        assert _post(load, {"lora_name": "x", "lora_path": "/adapters/x2", "load_inplace": True})[0] == 200
+        assert _get_json(node.url + "/v1/models")["data"][1]["root"] == "/adapters/x2"
+        status, empty = _post(load, {"lora_name": "y", "lora_path": ""})
+        assert (status, json.loads(empty)["error"]["message"]) == (
+            400,
+            "Both 'lora_name' and 'lora_path' must be provided.",
+        )
+        assert _post(unload, {"lora_name": "x"}) == (200, "Success: LoRA adapter 'x' removed successfully.")
+        status, gone = _post(unload, {"lora_name": "x"})
+        assert (status, json.loads(gone)["error"]) == (
+            404,
+            {"message": "The lora adapter 'x' cannot be found.", "type": "NotFoundError", "param": None, "code": 404},
+        )
+        with pytest.raises(openai.NotFoundError):
+            openai_for(node).completions.create(model="x", prompt="hello", max_tokens=2)
+        _post(load, {"lora_name": "z", "lora_path": "/adapters/z"})
+        _post(node.url + "/fake/restart", {})
+        assert [card["id"] for card in _get_json(node.url + "/v1/models")["data"]] == [BASE]  # a new process
+        assert _post(locked.url + "/v1/load_lora_adapter", {"lora_name": "x", "lora_path": "/x"})[0] == 404

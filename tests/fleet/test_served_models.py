@@ -43,6 +43,19 @@ async def test_a_real_node_s_models_are_learned() -> None:
     assert small.base_names == ("Qwen/Qwen3-4B",) and small.adapters == () and not small.serves("team-sql")
 
 
+async def test_an_adapter_loaded_at_run_time_is_learned_at_the_next_fetch() -> None:
+    config = SMALL.model_copy(update={"allow_runtime_lora_updating": True})
+    async with FakeFleet([config], kv_events=False) as fleet, aiohttp.ClientSession() as http:
+        [url] = fleet.urls
+        before = await fetch_served_models(http, url, timeout_s=5.0)
+        load = {"lora_name": "team-go", "lora_path": "/adapters/go"}
+        async with http.post(url + "/v1/load_lora_adapter", json=load) as reply:
+            assert reply.status == 200
+        after = await fetch_served_models(http, url, timeout_s=5.0)
+    assert not before.serves("team-go")
+    assert after.adapters == (LoraAdapter("team-go", "Qwen/Qwen3-4B"),) and after.serves("team-go")
+
+
 def _list(*cards: object) -> str:
     return json.dumps({"object": "list", "data": list(cards)})
 

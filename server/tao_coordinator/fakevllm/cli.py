@@ -70,6 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME=PATH",
         help=f"{field_help(node, 'lora_modules', default='none')}: name=path, or JSON with name, path, base_model_name",
     )
+    parser.add_argument(
+        "--allow-runtime-lora-updating", action="store_true", help=field_help(node, "allow_runtime_lora_updating")
+    )
     parser.add_argument("--accept-any-model", action="store_true", help="do not answer 404 to other model names")
     parser.add_argument(
         "--scheduling-policy",
@@ -163,6 +166,7 @@ def build_config(args: argparse.Namespace) -> FakeNodeConfig:
         served_model_aliases=tuple(args.served_model_name[1:]),
         model=args.model,
         lora_modules=tuple(parse_lora_module(item) for item in args.lora_modules),
+        allow_runtime_lora_updating=args.allow_runtime_lora_updating,
         time_scale=args.time_scale,
         scheduling_policy=args.scheduling_policy,
         host=args.host,
@@ -215,7 +219,7 @@ async def serve(config: FakeNodeConfig, faults: Faults | None = None) -> None:
 
 def _served(config: FakeNodeConfig) -> str:
     """The served names as the start line shows them: the main one alone when there is nothing else."""
-    served = config.served_models()
+    served = config.model_catalog()
     extra = [*served.names[1:], *(adapter.name for adapter in served.adapters)]
     return served.names[0] + (f" (also {', '.join(extra)})" if extra else "")
 

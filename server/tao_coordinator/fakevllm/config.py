@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, InstanceOf, model_validator
 from ..sim.node import NodeProfile, SchedulingPolicy, profile_by_name, with_cpu_tier
 from .kv_publisher import KvEventsConfig
 from .kv_wire import Encoding
-from .model_cards import LoraModule, ServedModels
+from .model_cards import LoraModule, ModelCatalog
 from .policy import Policy
 
 DEFAULT_MODEL = "Qwen/Qwen3-32B"
@@ -29,6 +29,8 @@ class FakeNodeConfig(BaseModel):
     """vLLM's --model: the path the model was loaded from, `root` of its /v1/models cards; none: its name."""
     lora_modules: tuple[LoraModule, ...] = ()
     """vLLM's --lora-modules: LoRA adapters served on the model, each under its own name."""
+    allow_runtime_lora_updating: bool = False
+    """vLLM's VLLM_ALLOW_RUNTIME_LORA_UPDATING: serve POST /v1/load_lora_adapter and /v1/unload_lora_adapter."""
     time_scale: float = Field(default=1.0, gt=0, allow_inf_nan=False)
     """Engine seconds per wall second."""
     scheduling_policy: SchedulingPolicy = "fcfs"
@@ -63,9 +65,9 @@ class FakeNodeConfig(BaseModel):
             raise ValueError(f"a model name is served twice: {', '.join(repeated)}")
         return self
 
-    def served_models(self) -> ServedModels:
+    def model_catalog(self) -> ModelCatalog:
         names = (self.served_model_name, *self.served_model_aliases)
-        return ServedModels(names, self.model or self.served_model_name, self.lora_modules)
+        return ModelCatalog(names, self.model or self.served_model_name, self.lora_modules)
 
     def node_profile(self) -> NodeProfile:
         profile = profile_by_name(self.profile) if isinstance(self.profile, str) else self.profile

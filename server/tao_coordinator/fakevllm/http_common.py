@@ -89,7 +89,7 @@ async def read_body(request: web.Request, model: type[Model]) -> Model:
 def check_model(service: NodeService, model: str | None, *, anthropic: bool = False) -> str:
     """The model name to answer with (`model_cards.py`); 404 for a name the node does not serve, unless it accepts
     any name (then answered with the name asked for)."""
-    served = service.config.served_models()
+    served = service.models
     if model is None:  # no name asks for the base model
         return served.names[0]
     answer = served.answer_name(model)

@@ -8,6 +8,9 @@ name. `GET /v1/models` lists a card per base name (`root` = the model path, `--m
 card per adapter (`root` = its path, `parent` = its base model, `max_model_len` null), in that order, as
 `OpenAIServingModels.show_available_models` builds them. Any other name is answered 404 (`not_found_message`).
 
+With `allow_runtime_lora_updating` (vLLM's `VLLM_ALLOW_RUNTIME_LORA_UPDATING`) adapters are loaded and unloaded
+while the node runs (`lora_api.py`); a restart forgets those, as a new vLLM process would.
+
 Invariants: base names and adapter names are all distinct (`FakeNodeConfig` refuses a repeated one), so a name
 resolves to at most one model; a node serving one name and no adapter answers exactly as before adapters existed.
 """
@@ -15,7 +18,7 @@ resolves to at most one model; a node serving one name and no adapter answers ex
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -47,7 +50,7 @@ def parse_lora_module(text: str) -> LoraModule:
 
 
 @dataclass(frozen=True, slots=True)
-class ServedModels:
+class ModelCatalog:
     """What one node serves: `names[0]` is the base model's main name, the rest its aliases."""
 
     names: tuple[str, ...]
@@ -62,6 +65,16 @@ class ServedModels:
         if any(adapter.name == requested for adapter in self.adapters):
             return requested
         return None
+
+    def with_adapter(self, adapter: LoraModule) -> ModelCatalog:
+        """The catalog with `adapter` added, or in place of the adapter of its name."""
+        kept = tuple(a for a in self.adapters if a.name != adapter.name)
+        if len(kept) == len(self.adapters):
+            return replace(self, adapters=(*self.adapters, adapter))
+        return replace(self, adapters=tuple(adapter if a.name == adapter.name else a for a in self.adapters))
+
+    def without_adapter(self, name: str) -> ModelCatalog:
+        return replace(self, adapters=tuple(a for a in self.adapters if a.name != name))
 
     def not_found_message(self, requested: str) -> str:
         return f"The model `{requested}` does not exist. Valid aliases: {', '.join(self.names)}."
