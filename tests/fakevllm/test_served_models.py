@@ -7,6 +7,9 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import signal
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -20,6 +23,7 @@ from tao_coordinator.fakevllm import FakeNodeConfig, ThreadedFleet
 from tao_coordinator.fakevllm.cli import add_arguments, build_config
 from tao_coordinator.fakevllm.fleet import FakeNode
 from tao_coordinator.fakevllm.model_cards import LoraModule, parse_lora_module
+from tao_sdk.cli import main
 
 BASE = "Qwen/Qwen3-32B"
 ALIAS = "qwen-large"
@@ -153,7 +157,11 @@ def test_an_adapter_on_an_unserved_base_hangs_off_the_first_name() -> None:
     assert card["parent"] == BASE
 
 
-def test_bad_names_are_refused() -> None:
+def test_bad_names_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fake-vllm", "--lora-modules", "no-path"]) == 2
+    assert "expected name=path or a JSON object" in capsys.readouterr().err
+    assert main(["fake-vllm", "--served-model-name", "m", "m"]) == 2
+    assert "served twice: m" in capsys.readouterr().err
     with pytest.raises(ValidationError, match="served twice: x"):
         FakeNodeConfig(served_model_name="x", lora_modules=(LoraModule(name="x", path="/x"),))
     with pytest.raises(ValidationError, match="served twice: y"):
@@ -207,3 +215,18 @@ def test_adapters_load_and_unload_at_run_time_when_allowed(openai_for: Callable[
         _post(node.url + "/fake/restart", {})
         assert [card["id"] for card in _get_json(node.url + "/v1/models")["data"]] == [BASE]  # a new process
         assert _post(locked.url + "/v1/load_lora_adapter", {"lora_name": "x", "lora_path": "/x"})[0] == 404
+
+
+def test_the_command_serves_every_name_it_is_given() -> None:
+    command = [sys.executable, "-m", "tao_sdk.cli", "fake-vllm", "--port", "0", "--time-scale", "50"]
+    command += ["--served-model-name", "big", "large", "--lora-modules", "sql=/adapters/sql"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline() if process.stdout else ""
+        assert "serving big (also large, sql) on" in line
+        url = re.search(r"on (http://127\.0\.0\.1:\d+)", line).group(1)
+        assert [card["id"] for card in _get_json(url + "/v1/models")["data"]] == ["big", "large", "sql"]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=10)
+    assert process.returncode == 0, stderr

@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--served-model-name",
         nargs="+",
         metavar="NAME",
-        default=[field_default(node, "served_model_name")],
+        default=field_default(node, "served_model_name"),
         help=f"{field_help(node, 'served_model_name')}; names after it serve the same model (served_model_aliases)",
     )
     parser.add_argument("--model", help=field_help(node, "model"))
@@ -160,10 +160,12 @@ def _kv_events(args: argparse.Namespace) -> KvEventsConfig | None:
 
 
 def build_config(args: argparse.Namespace) -> FakeNodeConfig:
+    names = args.served_model_name  # the default alone is a string, names given are a list
+    names = [names] if isinstance(names, str) else names
     return FakeNodeConfig(
         profile=_profile(args),
-        served_model_name=args.served_model_name[0],
-        served_model_aliases=tuple(args.served_model_name[1:]),
+        served_model_name=names[0],
+        served_model_aliases=tuple(names[1:]),
         model=args.model,
         lora_modules=tuple(parse_lora_module(item) for item in args.lora_modules),
         allow_runtime_lora_updating=args.allow_runtime_lora_updating,
