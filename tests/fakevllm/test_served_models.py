@@ -152,7 +152,7 @@ def test_the_command_line_takes_vllm_flags() -> None:
 
 
 def test_an_adapter_on_an_unserved_base_hangs_off_the_first_name() -> None:
-    served = FakeNodeConfig(lora_modules=(LoraModule(name="a", path="/a", base_model_name="nope"),)).model_catalog()
+    served = FakeNodeConfig(lora_modules=(LoraModule(name="a", path="/a", base_model_name="nope"),)).catalog()
     [_, card] = served.model_list(created=0, max_model_len=100)["data"]
     assert card["parent"] == BASE
 

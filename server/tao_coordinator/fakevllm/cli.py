@@ -221,7 +221,7 @@ async def serve(config: FakeNodeConfig, faults: Faults | None = None) -> None:
 
 def _served(config: FakeNodeConfig) -> str:
     """The served names as the start line shows them: the main one alone when there is nothing else."""
-    served = config.model_catalog()
+    served = config.catalog()
     extra = [*served.names[1:], *(adapter.name for adapter in served.adapters)]
     return served.names[0] + (f" (also {', '.join(extra)})" if extra else "")
 

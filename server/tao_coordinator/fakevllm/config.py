@@ -65,7 +65,7 @@ class FakeNodeConfig(BaseModel):
             raise ValueError(f"a model name is served twice: {', '.join(repeated)}")
         return self
 
-    def model_catalog(self) -> ModelCatalog:
+    def catalog(self) -> ModelCatalog:
         names = (self.served_model_name, *self.served_model_aliases)
         return ModelCatalog(names, self.model or self.served_model_name, self.lora_modules)
 
