@@ -12,7 +12,8 @@ With `allow_runtime_lora_updating` (vLLM's `VLLM_ALLOW_RUNTIME_LORA_UPDATING`) a
 while the node runs (`lora_api.py`); a restart forgets those, as a new vLLM process would.
 
 Invariants: base names and adapter names are all distinct (`FakeNodeConfig` refuses a repeated one), so a name
-resolves to at most one model; a node serving one name and no adapter answers exactly as before adapters existed.
+resolves to at most one model; a node with one name and no adapter lists one card, `root` = its name unless
+`--model` says otherwise.
 """
 
 from __future__ import annotations
