@@ -4,8 +4,9 @@ Routes (§2, §4, §5 of the vLLM reference): `POST /v1/chat/completions`, `/v1/
 `/v1/messages/count_tokens`, `/tokenize`, `/reset_prefix_cache`; `GET /v1/models`, `/health` (empty 200),
 `/ping` (also POST), `/version`, `/load`, `/metrics`, `/kv_event_sources`. `GET /fake/policy` returns the scripted
 behaviour, `PUT /fake/policy` replaces it (400 naming the problem when invalid); `GET`/`PUT /fake/faults` and
-`POST /fake/restart` do the same for injected faults (`faults.py`). The service starts and stops with the
-application (`cleanup_ctx`).
+`POST /fake/restart` do the same for injected faults (`faults.py`). `POST /v1/load_lora_adapter` and
+`/v1/unload_lora_adapter` exist only with `allow_runtime_lora_updating` (`lora_api.py`). The service starts and
+stops with the application (`cleanup_ctx`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .config import VLLM_VERSION, FakeNodeConfig
 from .errors import BadRequest
 from .faults import Faults, faulty_metrics
 from .http_common import SERVICE, check_model, dumps
+from .lora_api import load_lora_adapter, unload_lora_adapter
 from .metrics import CONTENT_TYPE
 from .middleware import error_middleware
 from .openai_api import chat_completions, completions
@@ -56,32 +58,8 @@ async def load(request: web.Request) -> web.Response:
 
 async def models(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
-    name = service.config.served_model_name
-    permission = {
-        "id": f"modelperm-{name}",
-        "object": "model_permission",
-        "created": int(service.started),
-        "allow_create_engine": False,
-        "allow_sampling": True,
-        "allow_logprobs": True,
-        "allow_search_indices": False,
-        "allow_view": True,
-        "allow_fine_tuning": False,
-        "organization": "*",
-        "group": None,
-        "is_blocking": False,
-    }
-    card = {
-        "id": name,
-        "object": "model",
-        "created": int(service.started),
-        "owned_by": "vllm",
-        "root": name,
-        "parent": None,
-        "max_model_len": service.max_model_len,
-        "permission": [permission],
-    }
-    return web.json_response({"object": "list", "data": [card]}, dumps=dumps)
+    listed = service.models.model_list(int(service.started), service.max_model_len)
+    return web.json_response(listed, dumps=dumps)
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -189,4 +167,7 @@ def create_app(config: FakeNodeConfig) -> web.Application:
     routes.add_get("/fake/faults", get_faults)
     routes.add_put("/fake/faults", put_faults)
     routes.add_post("/fake/restart", restart)
+    if config.allow_runtime_lora_updating:
+        routes.add_post("/v1/load_lora_adapter", load_lora_adapter)
+        routes.add_post("/v1/unload_lora_adapter", unload_lora_adapter)
     return app

@@ -5,6 +5,9 @@
         --kv-events-encoding map --policy script.json --served-model-name Qwen/Qwen3-32B \\
         --cpu-kv-gib 64 --max-num-queued-reqs 256
 
+`--served-model-name A B` serves the model under both names (metrics name A); `--model PATH` is the `root` of its
+`/v1/models` cards; `--lora-modules name=path ...` (or vLLM's JSON form) adds LoRA adapters (`model_cards.py`).
+
 `--fault-metrics MODE` (with `--fault-metrics-series`, `--fault-metrics-delay`) starts the node with a broken
 `/metrics` (`faults.py`; `PUT /fake/faults` changes it while it runs).
 
@@ -31,6 +34,7 @@ from ..sim.node import BUILTIN_PROFILES, NodeProfile, profile_by_name, profile_f
 from .config import VLLM_VERSION, FakeNodeConfig
 from .faults import Faults
 from .kv_publisher import KvEventsConfig
+from .model_cards import parse_lora_module
 from .policy import load_policy
 
 PORT = 8000
@@ -53,8 +57,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--served-model-name",
+        nargs="+",
+        metavar="NAME",
         default=field_default(node, "served_model_name"),
-        help=field_help(node, "served_model_name"),
+        help=f"{field_help(node, 'served_model_name')}; names after it serve the same model (served_model_aliases)",
+    )
+    parser.add_argument("--model", help=field_help(node, "model"))
+    parser.add_argument(
+        "--lora-modules",
+        nargs="+",
+        default=[],
+        metavar="NAME=PATH",
+        help=f"{field_help(node, 'lora_modules', default='none')}: name=path, or JSON with name, path, base_model_name",
+    )
+    parser.add_argument(
+        "--allow-runtime-lora-updating", action="store_true", help=field_help(node, "allow_runtime_lora_updating")
     )
     parser.add_argument("--accept-any-model", action="store_true", help="do not answer 404 to other model names")
     parser.add_argument(
@@ -143,9 +160,15 @@ def _kv_events(args: argparse.Namespace) -> KvEventsConfig | None:
 
 
 def build_config(args: argparse.Namespace) -> FakeNodeConfig:
+    names = args.served_model_name  # the default alone is a string, names given are a list
+    names = [names] if isinstance(names, str) else names
     return FakeNodeConfig(
         profile=_profile(args),
-        served_model_name=args.served_model_name,
+        served_model_name=names[0],
+        served_model_aliases=tuple(names[1:]),
+        model=args.model,
+        lora_modules=tuple(parse_lora_module(item) for item in args.lora_modules),
+        allow_runtime_lora_updating=args.allow_runtime_lora_updating,
         time_scale=args.time_scale,
         scheduling_policy=args.scheduling_policy,
         host=args.host,
@@ -186,7 +209,7 @@ async def serve(config: FakeNodeConfig, faults: Faults | None = None) -> None:
     if profile.cpu_tier is not None:
         events = f"; CPU tier of {profile.cpu_tier.num_blocks} blocks" + events
     print(
-        f"fake vLLM {VLLM_VERSION} serving {config.served_model_name} on {node.url} "
+        f"fake vLLM {VLLM_VERSION} serving {_served(config)} on {node.url} "
         f"(profile {profile.name}, {profile.num_gpu_blocks} blocks, time scale {config.time_scale}){events}",
         flush=True,
     )
@@ -194,6 +217,13 @@ async def serve(config: FakeNodeConfig, faults: Faults | None = None) -> None:
         await stop.wait()
     finally:
         await node.stop()
+
+
+def _served(config: FakeNodeConfig) -> str:
+    """The served names as the start line shows them: the main one alone when there is nothing else."""
+    served = config.catalog()
+    extra = [*served.names[1:], *(adapter.name for adapter in served.adapters)]
+    return served.names[0] + (f" (also {', '.join(extra)})" if extra else "")
 
 
 def run(args: argparse.Namespace) -> int:

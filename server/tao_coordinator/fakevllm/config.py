@@ -4,11 +4,12 @@ it, and `tao fake-vllm --help` is written from its field docs). An invalid value
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, InstanceOf
+from pydantic import BaseModel, ConfigDict, Field, InstanceOf, model_validator
 
 from ..sim.node import NodeProfile, SchedulingPolicy, profile_by_name, with_cpu_tier
 from .kv_publisher import KvEventsConfig
 from .kv_wire import Encoding
+from .model_cards import LoraModule, ModelCatalog
 from .policy import Policy
 
 DEFAULT_MODEL = "Qwen/Qwen3-32B"
@@ -22,6 +23,14 @@ class FakeNodeConfig(BaseModel):
     """A node profile, or the name of a built-in one (`sim/node/profile.py`)."""
     served_model_name: str = DEFAULT_MODEL
     """The model name the node serves and reports."""
+    served_model_aliases: tuple[str, ...] = ()
+    """More names of the same model (vLLM's --served-model-name takes several; metrics name the first)."""
+    model: str | None = None
+    """vLLM's --model: the path the model was loaded from, `root` of its /v1/models cards; none: its name."""
+    lora_modules: tuple[LoraModule, ...] = ()
+    """vLLM's --lora-modules: LoRA adapters served on the model, each under its own name."""
+    allow_runtime_lora_updating: bool = False
+    """vLLM's VLLM_ALLOW_RUNTIME_LORA_UPDATING: serve POST /v1/load_lora_adapter and /v1/unload_lora_adapter."""
     time_scale: float = Field(default=1.0, gt=0, allow_inf_nan=False)
     """Engine seconds per wall second."""
     scheduling_policy: SchedulingPolicy = "fcfs"
@@ -47,6 +56,18 @@ class FakeNodeConfig(BaseModel):
     profile's own `cpu_tier`)."""
     max_num_queued_reqs: int | None = Field(default=None, ge=0)
     """vLLM's --max-num-queued-reqs: unfinished requests (waiting + running) beyond which new ones get a 503."""
+
+    @model_validator(mode="after")
+    def _names_are_distinct(self) -> FakeNodeConfig:
+        names = [self.served_model_name, *self.served_model_aliases, *(lora.name for lora in self.lora_modules)]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ValueError(f"a model name is served twice: {', '.join(repeated)}")
+        return self
+
+    def catalog(self) -> ModelCatalog:
+        names = (self.served_model_name, *self.served_model_aliases)
+        return ModelCatalog(names, self.model or self.served_model_name, self.lora_modules)
 
     def node_profile(self) -> NodeProfile:
         profile = profile_by_name(self.profile) if isinstance(self.profile, str) else self.profile

@@ -87,13 +87,17 @@ async def read_body(request: web.Request, model: type[Model]) -> Model:
 
 
 def check_model(service: NodeService, model: str | None, *, anthropic: bool = False) -> str:
-    """The model name to answer with; 404 for a name the node does not serve."""
-    served = service.config.served_model_name
-    if model is None or model == served or not service.config.strict_model_name:
-        return served if model is None else model
-    raise ModelNotFound(
-        f"The model `{model}` does not exist. Valid aliases: {served}.", param="model", anthropic=anthropic
-    )
+    """The model name to answer with (`model_cards.py`); 404 for a name the node does not serve, unless it accepts
+    any name (then answered with the name asked for)."""
+    served = service.models
+    if model is None:  # no name asks for the base model
+        return served.names[0]
+    answer = served.answer_name(model)
+    if answer is not None:
+        return answer
+    if not service.config.strict_model_name:
+        return model
+    raise ModelNotFound(served.not_found_message(model), param="model", anthropic=anthropic)
 
 
 def dumps(value: Any) -> str:

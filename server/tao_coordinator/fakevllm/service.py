@@ -145,6 +145,7 @@ class NodeService:
         self.registry = BlockIdRegistry()
         self._kv = KvTranslator(self.registry, self.profile.block_size, wire=self.publisher is not None)
         self.metrics = NodeMetrics(self.config.served_model_name, self.profile, self.config.cpu_kv_gib)
+        self.models = self.config.catalog()
         self._max_tokens: dict[str, int] = {}
         self._cpu_reset = False
         return NodeEngine(self.profile, policy=self.config.scheduling_policy, start_time=self.clock.now())
