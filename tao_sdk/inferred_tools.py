@@ -28,9 +28,11 @@ Hooks win, and nothing is counted twice (the rule, per session):
 Call ids are the harness's own on both paths (Claude Code's `tool_use_id`, OpenCode's `callID` are the wire's
 ids), which is what makes them comparable.
 
-Not inferred: Claude Code's wait for background tasks (its Stop hook sees them, the wire does not), subagent tools
-are inferred like any other (their model calls carry the session's id). Bounds: at most `MAX_OPEN` inferred calls
-open per session (more are not started); a session's state goes with `forget` (closed, or reaped idle).
+Limits: Claude Code's wait for background tasks is not inferred (its Stop hook sees them, the wire does not);
+subagent tools are inferred like any other (their model calls carry the session's id); a call whose result is
+never sent (mini-swe-agent's submission, the last action of its run) stays open until the session closes. Bounds:
+at most `MAX_OPEN` inferred calls open per session (more are not started); a session's state goes with `forget`
+(closed, or reaped idle).
 """
 
 from __future__ import annotations
