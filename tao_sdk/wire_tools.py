@@ -36,6 +36,9 @@ _TIMEOUT_MARKERS = re.compile(
     r"Command timed out after"  # Claude Code's Bash, killed at its timeout
     r"|terminated command after exceeding timeout"  # OpenCode's bash
 )
+_NEEDLES = (b"tool_", b"input_json", b'_reason":"', b'_reason": "', b'"error"')
+"""An SSE line with none of these carries only text (or usage) and is not parsed: the proxy parses each token's JSON
+once (for its usage, `usage.py`), not twice."""
 Status = Literal["ok", "error", "timeout"]
 
 
@@ -76,7 +79,8 @@ class ToolCallReader:
 
     def __init__(self, streaming: bool) -> None:
         self.streaming = streaming
-        self._buffer = bytearray()
+        self._body = bytearray()
+        self._rest = b""
         self._pending: dict[int, _Pending] = {}
         self._finish: str | None = None
         self._overflow = False
@@ -84,24 +88,27 @@ class ToolCallReader:
     def feed(self, chunk: bytes) -> None:
         if self._overflow:
             return
-        self._buffer += chunk
         if not self.streaming:
-            self._overflow = len(self._buffer) > MAX_BODY_BYTES
+            self._body += chunk
+            self._overflow = len(self._body) > MAX_BODY_BYTES
             return
-        *lines, rest = bytes(self._buffer).split(b"\n")
-        self._buffer = bytearray(rest) if len(rest) <= MAX_BODY_BYTES else bytearray()
-        for line in lines:
-            self._line(line.strip())
+        self._rest += chunk
+        if b"\n" in chunk:
+            *lines, self._rest = self._rest.split(b"\n")
+            for line in lines:
+                self._line(line)
+        if len(self._rest) > MAX_BODY_BYTES:
+            self._rest = b""
 
     def calls(self) -> tuple[ToolCall, ...]:
         """The calls the response asks for, once it is over (none unless it finished for them)."""
         if self._overflow:
             return ()
         if self.streaming:
-            self._line(bytes(self._buffer).strip())
-            self._buffer.clear()
+            self._line(self._rest)
+            self._rest = b""
         else:
-            self._absorb_body(parse_json(bytes(self._buffer)))
+            self._absorb_body(parse_json(bytes(self._body)))
         calls = tuple(
             ToolCall(p.call_id, p.name, _arguments("".join(p.arguments)))
             for _, p in sorted(self._pending.items())
@@ -113,7 +120,8 @@ class ToolCallReader:
     # -- server-sent events ----------------------------------------------------------------------------------------
 
     def _line(self, line: bytes) -> None:
-        if not line.startswith(b"data:"):
+        line = line.strip()
+        if not line.startswith(b"data:") or not _may_matter(line):
             return
         event = parse_json(line[5:].strip())
         if isinstance(event, dict):
@@ -192,6 +200,10 @@ class ToolCallReader:
                 if isinstance(function.get("arguments"), str):
                     self._pending[index].arguments.append(function["arguments"])
         self._finish = choice.get("finish_reason") if isinstance(choice.get("finish_reason"), str) else None
+
+
+def _may_matter(line: bytes) -> bool:
+    return any(needle in line for needle in _NEEDLES)
 
 
 def tool_results(payload: Any) -> tuple[ToolResult, ...]:
