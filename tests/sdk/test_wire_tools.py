@@ -241,3 +241,37 @@ def test_without_a_header_a_conversation_is_named_by_how_it_began():
     assert len({named, session_id_of({}, other), session_id_of({}, openai)}) == 3
     assert session_id_of({}, {"prompt": "complete this"}) == ANONYMOUS
     assert session_id_of({}, {"messages": [{"role": "system", "content": "x"}]}) == ANONYMOUS
+
+
+def test_an_anthropic_stream_with_thinking_text_and_two_tool_uses():
+    def event(kind, **fields):
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, **fields})}\n\n"
+
+    def use(call_id, name):
+        return {"type": "tool_use", "id": call_id, "name": name, "input": {}}
+
+    stream = "".join(
+        [
+            event("message_start", message={"content": [], "usage": {"input_tokens": 5, "output_tokens": 0}}),
+            event("content_block_start", index=0, content_block={"type": "thinking", "thinking": ""}),
+            event("content_block_delta", index=0, delta={"type": "thinking_delta", "thinking": "hmm"}),
+            event("content_block_delta", index=0, delta={"type": "signature_delta", "signature": "abc"}),
+            event("content_block_start", index=1, content_block={"type": "text", "text": ""}),
+            event("content_block_delta", index=1, delta={"type": "text_delta", "text": "Reading."}),
+            event("content_block_start", index=2, content_block=use("toolu_r", "Read")),
+            event("content_block_delta", index=2, delta={"type": "input_json_delta", "partial_json": '{"file_pa'}),
+            event("content_block_delta", index=2, delta={"type": "input_json_delta", "partial_json": 'th": "a.py"}'}),
+            event("content_block_start", index=3, content_block=use("toolu_b", "Bash")),
+            event(
+                "content_block_delta", index=3, delta={"type": "input_json_delta", "partial_json": '{"command": "ls"}'}
+            ),
+            event("message_delta", delta={"stop_reason": "tool_use"}, usage={"output_tokens": 30}),
+            event("message_stop"),
+        ]
+    )
+    reader = ToolCallReader(streaming=True)
+    reader.feed(stream.encode())
+    assert reader.calls() == (
+        ToolCall("toolu_r", "Read", {"file_path": "a.py"}),
+        ToolCall("toolu_b", "Bash", {"command": "ls"}),
+    )
