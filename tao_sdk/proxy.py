@@ -1,9 +1,9 @@
 """`tao proxy`: a local OpenAI- and Anthropic-compatible endpoint that routes each call to the assigned node.
 
 For harnesses that are not Python (Claude Code, OpenCode): point their base URL at the proxy. Each request is
-attributed to a session by the first of `X-Claude-Code-Session-Id`, `x-session-affinity`, `X-Session-Id`,
-`x-tao-session` (requests without any share one anonymous session; an id the coordinator would refuse, such as one
-with spaces, is replaced by a stable digest of it); the agent context comes from `x-agent-*` headers
+attributed to a session by the headers harnesses send (`X-Claude-Code-Session-Id`, `x-session-affinity`,
+`X-Session-Id`, `x-tao-session`, Codex's `session-id`), else by a digest of how its conversation began
+(`session_identity.py`); the agent context comes from `x-agent-*` headers
 (`x-agent-harness`, `x-agent-workflow-id`, `x-agent-model`, `x-agent-shared-prefix-tokens`,
 `x-agent-expected-next-tools` (comma-separated), `x-agent-parent-session-id`, `x-agent-client-session-id`,
 `x-agent-label-<name>`) on the session's first request; the agent's step from `x-agent-step-id` and
@@ -18,18 +18,21 @@ that does, at start and every `NODE_REFRESH_S`) and keeps the last list it got, 
 coordinator goes away. With the coordinator unreachable and no node known, a model call is answered 503.
 
 It also relays tool events from hook processes on `POST /tao/v1/events` (loopback only): the proxy owns each
-session's coordinator token, so hooks need none. Sessions idle for `idle_close_s` are closed.
+session's coordinator token, so hooks need none. Where no hook reports a session's tools, the proxy infers them from
+the wire: a response that asks for tool calls starts them, the request that carries their results ends them
+(`wire_tools.py` reads the wire, `inferred_tools.py` states the rule by which hooks win and nothing counts twice).
+Sessions idle for `idle_close_s` are closed.
 
-Invariant: one `AsyncRouter` per session id; every acquired call gets exactly one `llm_end`.
+Invariants: one `AsyncRouter` per session id; every acquired call gets exactly one `llm_end`; an inferred tool's end
+is queued before the acquire of the call that carries its result, and its start after the `llm_end` of the
+response that asked for it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -41,17 +44,18 @@ from aiohttp import web
 from . import protocol
 from .calls import describe
 from .errors import AuthenticationFailed, NoNodeAvailable
-from .ids import SESSION_ID_PATTERN
+from .inferred_tools import InferredTools, start_of
 from .refusals import refused_status
 from .replicas import coordinator_urls
 from .router import AsyncRouter, Grant, Step
 from .session_config import SessionConfig
+from .session_identity import ANONYMOUS, SESSION_HEADERS, session_id_of
 from .usage import Usage, UsageObserver, with_usage_requested
+from .wire_tools import ToolCallReader, offered_tools, parse_json, tool_results
 
 log = logging.getLogger("tao_sdk.proxy")
 
-SESSION_HEADERS = ("X-Claude-Code-Session-Id", "x-session-affinity", "X-Session-Id", "x-tao-session")
-ANONYMOUS = "tao-proxy-anonymous"
+__all__ = ["ANONYMOUS", "SESSION_HEADERS", "ProxyConfig", "RoutingProxy"]
 MODEL_ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/responses")
 PASSTHROUGH_ROUTES = ("/v1/models", "/v1/messages/count_tokens")
 HEALTH_ROUTES = ("/healthz", "/health")  # `/health` is what vLLM and most load balancers probe
@@ -62,7 +66,6 @@ STEP_HEADERS = {"x-agent-step-id", "x-agent-expected-tools"}
 """Read by the proxy for the coordinator, never sent on to a node."""
 FORWARD_DROPPED = HOP_HEADERS | STEP_HEADERS
 """Headers of a model call the proxy does not send on to the node."""
-_VALID_SESSION_ID = re.compile(SESSION_ID_PATTERN)
 NODE_REFRESH_S = 30.0
 """How often the proxy asks the coordinator for the fleet's nodes when not given `--nodes`."""
 NODE_RETRY_S = 2.0
@@ -96,6 +99,7 @@ class RoutingProxy:
         self._learner: asyncio.Task[None] | None = None
         self.learned_nodes: tuple[str, ...] = ()
         """Node URLs the coordinator last listed (used only without `--nodes`)."""
+        self.inferred = InferredTools()
 
     @property
     def fallback_nodes(self) -> tuple[str, ...]:
@@ -103,11 +107,9 @@ class RoutingProxy:
 
     # -- sessions --------------------------------------------------------------------------------------------------
 
-    def session_id(self, request: web.Request) -> str:
-        named = next((request.headers[h] for h in SESSION_HEADERS if request.headers.get(h)), ANONYMOUS)
-        if _VALID_SESSION_ID.fullmatch(named):
-            return named
-        return "tao-proxy-" + hashlib.sha256(named.encode()).hexdigest()[:32]
+    def session_id(self, request: web.Request, payload: Any = None) -> str:
+        """The request's session (`session_identity.py`); `payload`: its parsed body, for a conversation's digest."""
+        return session_id_of(request.headers, payload)
 
     async def router(self, session_id: str, context: protocol.AgentContext) -> AsyncRouter:
         session = self.sessions.get(session_id)
@@ -132,6 +134,7 @@ class RoutingProxy:
             for session_id, session in list(self.sessions.items()):
                 if session.last_used < cutoff:
                     del self.sessions[session_id]
+                    self.inferred.forget(session_id)
                     await session.router.close()
 
     async def _learn_nodes(self) -> None:
@@ -167,8 +170,12 @@ class RoutingProxy:
 
     async def model_call(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
-        session_id = self.session_id(request)
+        arrived = time.monotonic()
+        payload = parse_json(raw)
+        session_id = self.session_id(request, payload)
         router = await self.router(session_id, context_from(request.headers))
+        for end in self.inferred.ended(session_id, tool_results(payload), arrived):
+            await router.tool_end(end.call_id, end.duration_s, end.status)
         tokens = len(raw) // 4
         try:
             grant = await router.acquire(tokens, step_from(request.headers))
@@ -199,21 +206,37 @@ class RoutingProxy:
         if not retry and refused_status(upstream.status) is None:
             router.served_instead(grant)
         observer = UsageObserver(streaming, started)
+        reader = ToolCallReader(streaming) if upstream.status < 300 else None
         try:
-            return await self._relay(request, upstream, observer)
+            return await self._relay(request, upstream, observer, reader)
         finally:
             usage = observer.finish()
             usage.refused = refused_status(upstream.status) is not None
-            await router.llm_end(grant, usage, time.monotonic() - started)
+            ended = time.monotonic()
+            await router.llm_end(grant, usage, ended - started)
+            if reader is not None and usage.error is None:
+                await self._start_tools(router, session_id, reader, payload, ended)
+
+    async def _start_tools(
+        self, router: AsyncRouter, session_id: str, reader: ToolCallReader, payload: Any, now: float
+    ) -> None:
+        """Report the tool calls a response that ended at `now` asked for, unless hooks report them."""
+        calls = reader.calls()
+        if not calls or self.inferred.hook_driven(session_id):
+            return
+        offered = offered_tools(payload)
+        for start in self.inferred.started(session_id, (start_of(call, offered) for call in calls), now):
+            await router.tool_start(start.call_id, start.tool, start.hints, start.program)
 
     async def passthrough(self, request: web.Request) -> web.StreamResponse:
-        router = await self.router(self.session_id(request), context_from(request.headers))
+        raw = await request.read()
+        router = await self.router(self.session_id(request, parse_json(raw)), context_from(request.headers))
         try:
             grant = router.state.last or router.fallback()
         except NoNodeAvailable as error:
             return no_node(error)
         try:
-            upstream = await self._send(request, grant, await request.read(), router.state.session_id)
+            upstream = await self._send(request, grant, raw, router.state.session_id)
         except aiohttp.ClientError as error:
             return unreachable(grant, error)
         return await self._relay(request, upstream, None)
@@ -229,9 +252,13 @@ class RoutingProxy:
         return await self.http.request(request.method, url, data=body, headers=headers)
 
     async def _relay(
-        self, request: web.Request, upstream: aiohttp.ClientResponse, observer: UsageObserver | None
+        self,
+        request: web.Request,
+        upstream: aiohttp.ClientResponse,
+        observer: UsageObserver | None,
+        reader: ToolCallReader | None = None,
     ) -> web.StreamResponse:
-        """Pass the node's answer back as it streams, read by `observer` on the way."""
+        """Pass the node's answer back as it streams, read by `observer` and `reader` on the way."""
         async with upstream:
             response = web.StreamResponse(status=upstream.status)
             for name, value in upstream.headers.items():
@@ -241,6 +268,8 @@ class RoutingProxy:
             async for chunk in upstream.content.iter_any():
                 if observer is not None:
                     observer.feed(chunk)
+                if reader is not None:
+                    reader.feed(chunk)
                 await response.write(chunk)
             if observer is not None and upstream.status >= 400 and observer.usage.error is None:
                 observer.usage.error = f"HTTP {upstream.status}"
@@ -260,7 +289,7 @@ class RoutingProxy:
     async def _relay_one(self, event: protocol.BatchedEvent) -> dict[str, Any]:
         context = event.registration.context if event.registration else protocol.AgentContext()
         session = self.sessions.get(event.session_id)
-        if session is None and event.kind == "close":
+        if not self.inferred.hook_event(event) or (session is None and event.kind == "close"):
             return {"ok": True, "status": 204}
         router = await self.router(event.session_id, context)
         if event.kind == "tool_start" and event.tool_start:

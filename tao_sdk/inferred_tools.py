@@ -1,0 +1,171 @@
+"""Tool starts and ends inferred from a session's model calls, for harnesses without hooks (`tao proxy`; no I/O, no
+clock: times are passed in).
+
+A response that asks for tool calls (`wire_tools.ToolCallReader`) starts them when it ends; the session's next
+request that carries a call's result (`wire_tools.tool_results`) ends it, with the time between the two as its
+duration and the result's status. Every tool call is reported, under the name the model called it by; a shell
+tool also reports the program its command runs (`hints.program_of`) and the hints the harness's hook would send:
+
+| tool (name, offered schema) | harness | timeout hint |
+|---|---|---|
+| `Bash` | Claude Code | `timeout` ms, else 120 s; at most 600 s |
+| `TaskOutput`, unless `block` is false | Claude Code | `timeout` ms, else 30 s; at most 600 s |
+| `bash` whose schema offers `timeout` | OpenCode | `timeout` ms, else 120 s |
+| `bash` without it | mini-swe-agent | none |
+A shell tool (`Bash`, `bash`) adds what its command says (`hints.command_hints`): a `timeout N` caps the timeout,
+its `sleep`s, and a trailing `&` (or Claude Code's `run_in_background`) runs it in the background. These are the
+rules of `tao_integrations.claude_code.tool_hints` and of the OpenCode plugin, with their defaults (a harness's own
+environment, such as `BASH_DEFAULT_TIMEOUT_MS`, is not visible from the wire).
+
+Hooks win, and nothing is counted twice (the rule, per session):
+- a session any hook event names (`POST /tao/v1/events`: its registration, a tool event, a heartbeat) is
+  *hook-driven* from then on: no tool of it is inferred any more. Claude Code's SessionStart hook and the OpenCode
+  plugin's registration arrive before the session's first model call, so with hooks installed nothing is inferred
+  and the reports are exactly the hooks';
+- should a hook's first event come after inference started a call (a harness whose hooks only see tools), a hook
+  start of a call id inference already reported is not sent again, and the call is the hook's from then on: its
+  end is the hook's, and inference ends only the calls it still holds.
+Call ids are the harness's own on both paths (Claude Code's `tool_use_id`, OpenCode's `callID` are the wire's
+ids), which is what makes them comparable.
+
+Limits: Claude Code's wait for background tasks is not inferred (its Stop hook sees them, the wire does not);
+subagent tools are inferred like any other (their model calls carry the session's id); a call whose result is
+never sent (mini-swe-agent's submission, the last action of its run) stays open until the session closes. Bounds:
+at most `MAX_OPEN` inferred calls open per session (more are not started); a session's state goes with `forget`
+(closed, or reaped idle).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import protocol
+from .hints import command_hints, program_of
+from .wire_tools import Status, ToolCall, ToolResult
+
+MAX_OPEN = 64
+DEFAULT_BASH_TIMEOUT_MS = 120_000
+MAX_BASH_TIMEOUT_MS = 600_000
+DEFAULT_TASK_OUTPUT_TIMEOUT_MS = 30_000
+MAX_SLEEP_S = 86_400.0
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    call_id: str
+    tool: str
+    hints: protocol.ToolHints
+    program: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class End:
+    call_id: str
+    duration_s: float
+    status: Status
+
+
+def start_of(call: ToolCall, offered: Mapping[str, Mapping[str, Any]]) -> Start:
+    """What a hook would report as this call's start; `offered`: the request's tools, by name (their schema's
+    properties, `wire_tools.offered_tools`)."""
+    arguments = call.arguments
+    command = arguments.get("command")
+    command = command if isinstance(command, str) else None
+    hints = protocol.ToolHints()
+    if call.name == "Bash":
+        hints = _shell_hints(command, arguments.get("timeout"), DEFAULT_BASH_TIMEOUT_MS, MAX_BASH_TIMEOUT_MS)
+        background = arguments.get("run_in_background") is True or hints.background
+        hints = hints.model_copy(update={"background": background})
+    elif call.name == "TaskOutput" and arguments.get("block", True) is not False:
+        timeout_ms = _milliseconds(arguments.get("timeout"), DEFAULT_TASK_OUTPUT_TIMEOUT_MS)
+        hints = protocol.ToolHints(timeout_s=min(timeout_ms, MAX_BASH_TIMEOUT_MS) / 1000)
+    elif call.name.lower() == "bash":
+        has_timeout = "timeout" in offered.get(call.name, {})
+        default_ms = DEFAULT_BASH_TIMEOUT_MS if has_timeout else None
+        hints = _shell_hints(command, arguments.get("timeout") if has_timeout else None, default_ms, None)
+    shell = call.name.lower() == "bash"
+    return Start(call.call_id, call.name, hints, program_of(command) if shell and command is not None else None)
+
+
+def _shell_hints(
+    command: str | None, timeout: object, default_ms: int | None, max_ms: int | None
+) -> protocol.ToolHints:
+    parsed = command_hints(command) if command is not None else None
+    limit_s = None
+    if default_ms is not None:
+        limit_ms = _milliseconds(timeout, default_ms)
+        limit_s = (min(limit_ms, max(max_ms, default_ms)) if max_ms is not None else limit_ms) / 1000
+    caps = [cap for cap in (limit_s, parsed.timeout_s if parsed else None) if cap]
+    return protocol.ToolHints(
+        timeout_s=min(caps) if caps else None,
+        sleep_s=min(parsed.sleep_s, MAX_SLEEP_S) if parsed and parsed.sleep_s else None,
+        background=bool(parsed and parsed.background),
+    )
+
+
+def _milliseconds(value: object, default: int) -> int:
+    try:
+        number = int(float(value))  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return default
+    return number if number > 0 else default
+
+
+@dataclass(slots=True)
+class _Session:
+    open: dict[str, float] = field(default_factory=dict)
+    """Call id → when inference started it, for the calls it started and has not ended."""
+    hooked: bool = False
+
+
+class InferredTools:
+    """Per session: the calls inference holds open, and whether hooks drive the session (the rule above)."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, _Session] = {}
+
+    def started(self, session_id: str, starts: Iterable[Start], now: float) -> list[Start]:
+        """The starts to report for a response that just ended at `now`."""
+        session = self._sessions.setdefault(session_id, _Session())
+        if session.hooked:
+            return []
+        reported = []
+        for start in starts:
+            if start.call_id not in session.open and len(session.open) < MAX_OPEN:
+                session.open[start.call_id] = now
+                reported.append(start)
+        return reported
+
+    def ended(self, session_id: str, results: Sequence[ToolResult], now: float) -> list[End]:
+        """The ends to report for a request that arrived at `now` carrying `results`."""
+        session = self._sessions.get(session_id)
+        if session is None or not session.open:
+            return []
+        ends = []
+        for result in results:
+            started = session.open.pop(result.call_id, None)
+            if started is not None:
+                ends.append(End(result.call_id, max(0.0, now - started), result.status))
+        return ends
+
+    def hook_event(self, event: protocol.BatchedEvent) -> bool:
+        """Note a hook's event; False when it must not be sent on (a start inference already reported)."""
+        if event.kind == "close":
+            self.forget(event.session_id)
+            return True
+        session = self._sessions.setdefault(event.session_id, _Session())
+        session.hooked = True
+        if event.kind == "tool_start" and event.tool_start is not None:
+            return session.open.pop(event.tool_start.call_id, None) is None
+        if event.kind == "tool_end" and event.tool_end is not None:
+            session.open.pop(event.tool_end.call_id, None)
+        return True
+
+    def hook_driven(self, session_id: str) -> bool:
+        session = self._sessions.get(session_id)
+        return session is not None and session.hooked
+
+    def forget(self, session_id: str) -> None:
+        self._sessions.pop(session_id, None)

@@ -1,0 +1,60 @@
+"""mini-swe-agent's own `LitellmModel` and `LocalEnvironment` through `tao proxy`: no session header, no hooks; the
+proxy names the session by its conversation and infers its tools, which are the ones `TaoEnvironment` reports.
+
+The submission is the one difference: mini-swe-agent's last action is a tool call whose result it never sends
+(`Submitted` ends the run), so the wire shows that tool start and no end; it ends when the proxy closes the idle
+session."""
+
+import gc
+import uuid
+
+from tao_sdk.session_identity import session_id_of
+
+from .conftest import MODEL
+from .test_claude_code_hookless import HANDLING_S, timeline, tools_after_their_call
+from .test_mini_swe_agent import model_for, run_agent
+
+SYSTEM = "You are a helpful assistant."
+
+
+def test_without_tao_in_the_agent_the_proxy_reports_its_tools(coordinator, start_proxy, tmp_path, capsys):
+    from minisweagent.environments.local import LocalEnvironment
+    from minisweagent.models.litellm_model import LitellmModel
+
+    from tao_integrations.mini_swe_agent import TaoEnvironment
+
+    proxy = start_proxy(coordinator.url, coordinator.token)
+    model = model_for({"coordinator": coordinator.url, "token": coordinator.token})
+    env = TaoEnvironment(wrapped_class="local", timeout=7, cwd=str(tmp_path))
+    assert run_agent(model, env, f"mini hello ({uuid.uuid4().hex[:8]})")["exit_status"] == "Submitted"
+    hooked = model.session.id
+    del model, env
+    gc.collect()  # the session closes with its model
+    coordinator.recorder.wait_closed(hooked)
+
+    task = f"mini hello ({uuid.uuid4().hex[:8]})"
+    kwargs = {"api_key": "x", "api_base": proxy + "/v1", "drop_params": True}
+    plain = LitellmModel(model_name=f"hosted_vllm/{MODEL}", model_kwargs=kwargs, cost_tracking="ignore_errors")
+    assert run_agent(plain, LocalEnvironment(timeout=7, cwd=str(tmp_path)), task)["exit_status"] == "Submitted"
+    conversation = {"messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": task}]}
+    inferred = session_id_of({}, conversation)
+    assert inferred.startswith("tao-conversation-")
+
+    views = {
+        "hooks": tools_after_their_call(timeline(coordinator, hooked)),
+        "wire": tools_after_wire_call(timeline(coordinator, inferred)),
+    }
+    with capsys.disabled():
+        print(f"\nhooks: {views['hooks']}\nwire:  {views['wire']}")
+    (command, submit), (command_, submit_) = views["hooks"], views["wire"]
+    assert command_[:3] == command[:3] == ("bash", "sleep", "ok")
+    assert command_[5] <= command[5] + HANDLING_S and command_[5] >= command[5] - 0.05
+    assert submit[:3] == ("bash", "echo", "ok") and submit_[:3] == ("bash", "echo", None)  # never ended on the wire
+
+
+def tools_after_wire_call(view):
+    """As `tools_after_their_call`, a tool that has not ended included."""
+    ended = [tool for tool in view["tools"] if tool["ended_at"] is not None]
+    running = [tool for tool in view["tools"] if tool["ended_at"] is None]
+    found = tools_after_their_call({**view, "tools": ended})
+    return found + [(t["tool"], t["program"], t["status"], None, None, None) for t in running]
