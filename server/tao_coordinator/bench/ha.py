@@ -36,7 +36,7 @@ from ..ha import LocalRedis
 from ..ha.client import close
 from ..progress import Progress
 from . import ha_latency
-from .ha_cluster import Agents, Call, bed, role, wait_leader
+from .ha_cluster import Agents, Call, Scale, bed, role, wait_leader
 from .ha_load import Ledger, LoadProcess, Stored, acked_lost, read_stored, registered_at
 
 REREGISTERED_S = 0.5
@@ -44,19 +44,6 @@ REREGISTERED_S = 0.5
 `phase_s` that precedes a fault, so a registration after it moves the time by seconds; each write re-expresses the
 time in wall-clock time from the writer's clock (`ha/codec.py`), which moves it by the offset's sampling error
 (well under a millisecond, a few on loaded cores)."""
-
-
-@dataclass
-class Scale:
-    sessions: int = 500
-    sdk_sessions: int = 8
-    phase_s: float = 4.0
-    """Seconds of load before a fault, and again after it."""
-    samples: int = 1000
-    """Acquire round trips timed per configuration in the latency run."""
-    cycle_s: float = 5.0
-    """Seconds between two cycles (4 requests) of one raw session: an agent's model call every 5 s, so 500 sessions
-    send about 400 requests a second."""
 
 
 @dataclass

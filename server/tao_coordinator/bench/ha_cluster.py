@@ -105,6 +105,19 @@ def wait_leader(running: Sequence[CoordinatorProcess], timeout_s: float = 20.0) 
 
 
 @dataclass
+class Scale:
+    sessions: int = 500
+    sdk_sessions: int = 8
+    phase_s: float = 4.0
+    """Seconds of load before a fault, and again after it."""
+    samples: int = 1000
+    """Acquire round trips timed per configuration in the latency run."""
+    cycle_s: float = 5.0
+    """Seconds between two cycles (4 requests) of one raw session: an agent's model call every 5 s, so 500 sessions
+    send about 400 requests a second."""
+
+
+@dataclass
 class Call:
     started: float
     ended: float

@@ -12,19 +12,16 @@ import asyncio
 import statistics
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiohttp
 
 from ..fakevllm import FakeNodeConfig, ThreadedFleet
 from ..local_coordinator import coordinator_process
 from ..progress import Progress
-from .ha_cluster import CAPACITY, bed, wait_leader
+from .ha_cluster import CAPACITY, Scale, bed, wait_leader
 from .ha_load import LoadProcess
 from .planner_replay import percentile
-
-if TYPE_CHECKING:
-    from .ha import Scale
 
 
 async def _probe(urls: list[str], samples: int, progress: Progress) -> list[float]:

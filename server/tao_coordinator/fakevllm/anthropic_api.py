@@ -28,16 +28,16 @@ from typing import Any
 
 from aiohttp import web
 
-from . import openai_shapes as shapes
-from . import tokenizer
 from .anthropic_convert import to_openai
 from .errors import ApiError, anthropic_stream_error
 from .http_common import SERVICE, check_model, dumps, generate, open_stream, read_body, request_meta, sse_event
+from .openai_shapes import created_cache_tokens, finish_reason
 from .policy import Conversation
 from .reply import Progress
 from .schemas import AnthropicCountTokensRequest, AnthropicMessagesRequest
 from .service import Generation, GenerationSpec, NodeService
 from .template import render_chat
+from .tokenizer import count, encode
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 
@@ -58,7 +58,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
         model = check_model(service, body.model)
         meta = request_meta(request.headers, None, 0, body.vllm_xargs)
         openai_messages, tools = to_openai(body)
-        prompt = tokenizer.encode(render_chat(openai_messages, tools))
+        prompt = encode(render_chat(openai_messages, tools))
         spec = GenerationSpec(
             meta.request_id,
             prompt,
@@ -100,12 +100,14 @@ async def count_tokens(request: web.Request) -> web.Response:
     with _anthropic_errors():
         check_model(service, body.model)
         openai_messages, tools = to_openai(body)
-        count = tokenizer.count(render_chat(openai_messages, tools))
-    return web.json_response({"input_tokens": count, "context_management": {"original_input_tokens": count}})
+        input_tokens = count(render_chat(openai_messages, tools))
+    return web.json_response(
+        {"input_tokens": input_tokens, "context_management": {"original_input_tokens": input_tokens}}
+    )
 
 
 def _stop_reason(generation: Generation) -> str | None:
-    return STOP_REASONS.get(shapes.finish_reason(generation))
+    return STOP_REASONS.get(finish_reason(generation))
 
 
 def _usage(generation: Generation, service: NodeService) -> dict[str, int]:
@@ -113,7 +115,7 @@ def _usage(generation: Generation, service: NodeService) -> dict[str, int]:
     output = finished.completion_tokens if finished is not None else generation.ticket.generated
     if not service.config.enable_prompt_tokens_details or finished is None:
         return {"input_tokens": generation.prompt_tokens, "output_tokens": output}
-    read, created = finished.cached_tokens, shapes.created_cache_tokens(generation)
+    read, created = finished.cached_tokens, created_cache_tokens(generation)
     return {
         "input_tokens": generation.prompt_tokens - read - created,
         "output_tokens": output,

@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 from pydantic import ValidationError
 
-from . import tokenizer
 from .anthropic_api import count_tokens, messages
 from .config import VLLM_VERSION, FakeNodeConfig
 from .errors import BadRequest
@@ -29,6 +28,7 @@ from .policy import Policy
 from .schemas import ChatCompletionRequest, TokenizeRequest, parse_body
 from .service import NodeService
 from .template import render_chat
+from .tokenizer import encode
 
 
 class FaultSwitch:
@@ -123,7 +123,7 @@ async def tokenize(request: web.Request) -> web.Response:
         text = body.prompt
     else:
         raise BadRequest("tokenize: give either 'prompt' or 'messages'")
-    tokens = tokenizer.encode(text)
+    tokens = encode(text)
     return web.json_response({"count": len(tokens), "max_model_len": service.max_model_len, "tokens": tokens})
 
 

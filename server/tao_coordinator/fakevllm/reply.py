@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Literal
 
-from . import tokenizer
 from .template import render_assistant_body, tool_call_block
+from .tokenizer import EOS_TOKEN_ID, piece_id, pieces
 
 ReplyFinish = Literal["stop", "length", "tool_calls"]
 
@@ -50,18 +50,18 @@ class Progress:
 class ReplyLayout:
     def __init__(self, reply: Reply, max_tokens: int) -> None:
         calls = [(call.name, call.arguments) for call in reply.tool_calls]
-        pieces = tokenizer.pieces(render_assistant_body(reply.content, calls))
+        body = pieces(render_assistant_body(reply.content, calls))
         self.finish_reason: ReplyFinish
-        if len(pieces) + 1 > max_tokens:
-            pieces = pieces[:max_tokens]
-            reply = Reply(content="".join(pieces))
+        if len(body) + 1 > max_tokens:
+            body = body[:max_tokens]
+            reply = Reply(content="".join(body))
             self.finish_reason = "length"
-            self.token_ids = [tokenizer.piece_id(piece) for piece in pieces]
+            self.token_ids = [piece_id(piece) for piece in body]
         else:
             self.finish_reason = "tool_calls" if reply.tool_calls else "stop"
-            self.token_ids = [*(tokenizer.piece_id(piece) for piece in pieces), tokenizer.EOS_TOKEN_ID]
+            self.token_ids = [*(piece_id(piece) for piece in body), EOS_TOKEN_ID]
         self.reply = reply
-        self._ends = list(accumulate(len(piece) for piece in pieces))
+        self._ends = list(accumulate(len(piece) for piece in body))
         self._regions = _tool_regions(reply)
 
     @property

@@ -5,7 +5,7 @@ simulator and the real-time fake vLLM server. See docs/simulator-node.md for the
 """
 
 from .counters import NodeCounters
-from .cpu_tier import CpuTier, cpu_blocks_from_gib, with_cpu_tier
+from .cpu_tier import CpuTier, cpu_blocks_from_gib
 from .engine import NodeEngine, RequestRejected
 from .events import (
     AllBlocksCleared,
@@ -26,6 +26,7 @@ from .profile import (
     gpu_blocks_from_memory,
     profile_by_name,
     profile_from_mapping,
+    with_cpu_tier,
 )
 from .queues import SchedulingPolicy
 from .request import NodeRequest, cacheable_blocks
