@@ -420,10 +420,7 @@ class CoordinatorService:
                 observation.block_size,
                 observation.healthy,
                 observation.prefix_hit_rate,
-                observation.running,
-                observation.waiting,
-                observation.kv_usage,
-                int(observation.preemptions),
+                observation.load,
                 cpu_capacity_tokens=observation.cpu_capacity_tokens,
                 counters=observation.counters,
             )
