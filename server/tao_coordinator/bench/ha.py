@@ -33,11 +33,11 @@ from typing import Any
 from redis.asyncio import Redis
 
 from ..ha import LocalRedis
-from ..ha.client import close
+from ..ha.client import close_redis
 from ..progress import Progress
 from . import ha_latency
 from .ha_cluster import Agents, Call, Scale, bed, role, wait_leader
-from .ha_load import Ledger, LoadProcess, Stored, acked_lost, read_stored, registered_at
+from .ha_load import AckLedger, LoadProcess, StoredState, acked_lost, read_stored, registered_at
 
 REREGISTERED_S = 0.5
 """A stored `registered_at` that moved by more than this registered again. Every session registers before the
@@ -50,11 +50,11 @@ time in wall-clock time from the writer's clock (`ha/codec.py`), which moves it 
 class Outcome:
     """What one run under load left: the ledger, the SDK calls, the stored state, and who re-registered."""
 
-    ledger: Ledger
+    ledger: AckLedger
     calls: list[Call]
     sdk_errors: int
     sdk_reports_lost: int
-    stored: Stored
+    stored: StoredState
     reregistered: int
     requests_per_s: float
     """Requests the raw load sent a second (every attempt, repeats included)."""
@@ -156,7 +156,7 @@ async def _snapshot(url: str) -> tuple[dict[Any, Any], int, int]:
         held, tools = await redis.hgetall("tao:sessions"), await redis.xlen("tao:tools")
         return held, int(tools), int(await redis.get("tao:fence") or 0)
     finally:
-        await close(redis)
+        await close_redis(redis)
 
 
 def partition(scale: Scale, work: Path) -> dict[str, Any]:

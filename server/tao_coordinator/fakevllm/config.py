@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 from ..sim.node import NodeProfile, SchedulingPolicy, profile_by_name, with_cpu_tier
 from .kv_publisher import KvEventsConfig
 from .kv_wire import Encoding
-from .policy import Policy
+from .policy import ReplyPolicy
 
 DEFAULT_MODEL = "Qwen/Qwen3-32B"
 VLLM_VERSION = "0.33.0"
@@ -34,7 +34,7 @@ class FakeNodeConfig(BaseModel):
     """None: no KV-event publisher (the node still tracks its cache)."""
     kv_events_encoding: Encoding = "map"
     """How KV events are encoded: map for vLLM >= 0.24, array for <= 0.23."""
-    policy: Policy = Field(default_factory=Policy)
+    policy: ReplyPolicy = Field(default_factory=ReplyPolicy)
     """Scripted behaviour: replies, tool calls and output lengths (docs/fake-vllm.md)."""
     enable_prompt_tokens_details: bool = True
     """vLLM's --enable-prompt-tokens-details (off by default in vLLM; on here, the fake exists to show caching)."""

@@ -18,7 +18,16 @@ from typing import Any
 from aiohttp import web
 
 from .errors import BadRequest, openai_stream_error
-from .http_common import SERVICE, check_model, dumps, generate, open_stream, read_body, request_meta, sse_data
+from .http_common import (
+    NODE_SERVICE,
+    check_model,
+    dumps,
+    open_stream,
+    read_request_model,
+    request_meta,
+    run_generation,
+    sse_data,
+)
 from .openai_shapes import (
     UsageRoute,
     chat_chunk,
@@ -42,8 +51,8 @@ ChunkFactory = Callable[[dict[str, Any], str | None, int], dict[str, Any]]
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
-    service = request.app[SERVICE]
-    body = await read_body(request, ChatCompletionRequest)
+    service = request.app[NODE_SERVICE]
+    body = await read_request_model(request, ChatCompletionRequest)
     model = check_model(service, body.model)
     meta = request_meta(request.headers, body.session_id, body.priority, body.vllm_xargs, body.request_id)
     tools = body.tools or []
@@ -59,7 +68,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         max_tokens_param=body.output_limit_param,
         data_parallel_rank=meta.data_parallel_rank,
     )
-    generation = await generate(request, service, spec, bool(body.stream), openai_stream_error)
+    generation = await run_generation(request, service, spec, bool(body.stream), openai_stream_error)
     if isinstance(generation, web.StreamResponse):
         return generation
     response_id = f"chatcmpl-{meta.request_id}"
@@ -73,8 +82,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
-    service = request.app[SERVICE]
-    body = await read_body(request, CompletionRequest)
+    service = request.app[NODE_SERVICE]
+    body = await read_request_model(request, CompletionRequest)
     model = check_model(service, body.model)
     meta = request_meta(request.headers, body.session_id, body.priority, body.vllm_xargs, body.request_id)
     prompt = _prompt_tokens(body.prompt)
@@ -90,7 +99,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
         prompt_from_text=text is not None,
         data_parallel_rank=meta.data_parallel_rank,
     )
-    generation = await generate(request, service, spec, bool(body.stream), openai_stream_error)
+    generation = await run_generation(request, service, spec, bool(body.stream), openai_stream_error)
     if isinstance(generation, web.StreamResponse):
         return generation
     response_id = f"cmpl-{meta.request_id}"

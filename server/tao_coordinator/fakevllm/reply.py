@@ -27,7 +27,7 @@ ReplyFinish = Literal["stop", "length", "tool_calls"]
 
 
 @dataclass(frozen=True, slots=True)
-class ToolCall:
+class ScriptedToolCall:
     id: str
     name: str
     arguments: str
@@ -37,11 +37,11 @@ class ToolCall:
 @dataclass(frozen=True, slots=True)
 class Reply:
     content: str = ""
-    tool_calls: tuple[ToolCall, ...] = ()
+    tool_calls: tuple[ScriptedToolCall, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
-class Progress:
+class ReplyProgress:
     content_chars: int
     tool_arg_chars: tuple[int | None, ...]
     """Per tool call: None before it starts, else how many characters of its arguments are out."""
@@ -68,7 +68,7 @@ class ReplyLayout:
     def output_tokens(self) -> int:
         return len(self.token_ids)
 
-    def progress(self, tokens: int) -> Progress:
+    def progress(self, tokens: int) -> ReplyProgress:
         """What is out after `tokens` generated tokens."""
         chars = self._chars(tokens)
         args: list[int | None] = []
@@ -79,7 +79,7 @@ class ReplyLayout:
                 args.append(len(call.arguments))
             else:
                 args.append(len(call.arguments) * (chars - start) // (end - start))
-        return Progress(min(chars, len(self.reply.content)), tuple(args))
+        return ReplyProgress(min(chars, len(self.reply.content)), tuple(args))
 
     def content_deltas(self, before: int, now: int) -> list[str]:
         """The content each token before+1 … now adds, one string per token ("" when it adds none)."""

@@ -53,8 +53,7 @@ from ..fleet.kv_index import NodeKvIndex
 from ..fleet.kv_subscriber import KvEventSubscriber
 from ..fleet.poller import NodeObservation, NodePoller
 from ..ha.codec import SessionRecord
-from ..ha.store import ToolRow
-from ..store import HistoryStore, StoreUnavailable
+from ..store import HistoryStore, StoreUnavailable, ToolRow
 from .cache_reports import CacheReports
 from .caps import RegistrationCaps
 from .core_slot import CoreSlot

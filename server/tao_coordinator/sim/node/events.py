@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..prompt import BlockRun
+from ...core.model import BlockRun
 
 FinishReason = Literal["stop", "length", "abort"]
 

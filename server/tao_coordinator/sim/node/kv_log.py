@@ -6,7 +6,7 @@ one batch). Disabled, it records nothing, so nodes whose events nobody reads pay
 
 from __future__ import annotations
 
-from ..prompt import BlockRun
+from ...core.model import BlockRun
 from .block_pool import HeldRun
 from .events import AllBlocksCleared, BlockRemoved, BlockStored, KvEvent
 from .request import LiveRequest
