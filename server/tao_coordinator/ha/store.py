@@ -33,7 +33,7 @@ from .lease import LeaderElection
 
 log = logging.getLogger("tao.ha.store")
 
-Reply = TypeVar("Reply")
+Answer = TypeVar("Answer")
 
 """`(tool, program, duration_s, recorded_at)` as `store.HistoryStore.record` takes them; `recorded_at` unix time."""
 
@@ -146,7 +146,7 @@ class RedisStateStore:
                 return rows
             start = "(" + last
 
-    async def _read(self, key: str, kind: str, read: Awaitable[Reply], empty: Reply) -> Reply:
+    async def _read(self, key: str, kind: str, read: Awaitable[Answer], empty: Answer) -> Answer:
         """What `read` (of `key`) answers, or `empty` after moving `key` aside when it is not a `kind` (WRONGTYPE)."""
         try:
             return await read
