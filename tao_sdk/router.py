@@ -49,8 +49,8 @@ from typing import Any, TypeVar
 
 import httpx2
 
-from . import protocol
 from .calls import Grant, SessionState, Step, Unreachable, new_state
+from .protocol import ToolHints
 from .router_core import Flush, Pause, Plan, Report, RouterCore
 from .session_config import SessionConfig
 from .tls import shared_ssl_context
@@ -151,7 +151,7 @@ class SyncRouter(RouterCore):
     def llm_end(self, grant: Grant, usage: Any, duration_s: float) -> None:
         self._report(self.llm_end_report(grant, usage, duration_s))
 
-    def tool_start(self, call_id: str, tool: str, hints: protocol.ToolHints, program: str | None = None) -> None:
+    def tool_start(self, call_id: str, tool: str, hints: ToolHints, program: str | None = None) -> None:
         self._report(self.tool_start_report(call_id, tool, hints, program))
 
     def tool_end(self, call_id: str, duration_s: float | None, status: str) -> None:
@@ -244,7 +244,7 @@ class AsyncRouter(RouterCore):
     async def llm_end(self, grant: Grant, usage: Any, duration_s: float) -> None:
         self._report(self.llm_end_report(grant, usage, duration_s))
 
-    async def tool_start(self, call_id: str, tool: str, hints: protocol.ToolHints, program: str | None = None) -> None:
+    async def tool_start(self, call_id: str, tool: str, hints: ToolHints, program: str | None = None) -> None:
         self._report(self.tool_start_report(call_id, tool, hints, program))
 
     async def tool_end(self, call_id: str, duration_s: float | None, status: str) -> None:

@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 
 import httpx2
 
-from . import protocol
 from .calls import CONVERGE, REGISTER, REPORT_ERRORS, Attempt, Calls, Grant, Step, check
+from .protocol import ToolHints
 from .replicas import Failover, NotLeader, not_leader
 
 __all__ = ["FLUSH", "Flush", "Pause", "Plan", "Report", "RouterCore", "Send"]
@@ -162,7 +162,7 @@ class RouterCore(Calls, ABC):
             return None
         return "POST", self.session_path("llm_end"), self.llm_end_body(grant, usage, duration_s)
 
-    def tool_start_report(self, call_id: str, tool: str, hints: protocol.ToolHints, program: str | None) -> Report:
+    def tool_start_report(self, call_id: str, tool: str, hints: ToolHints, program: str | None) -> Report:
         return "POST", self.session_path("tool_start"), self.tool_start_body(call_id, tool, hints, program)
 
     def tool_end_report(self, call_id: str, duration_s: float | None, status: str) -> Report:
