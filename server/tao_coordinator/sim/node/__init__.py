@@ -9,12 +9,12 @@ from .cpu_tier import CpuTier, cpu_blocks_from_gib
 from .engine import NodeEngine, RequestRejected
 from .events import (
     AllBlocksCleared,
+    BlockEvent,
     BlockRemoved,
     BlockStored,
     Finished,
     FinishReason,
     FirstToken,
-    KvEvent,
     NodeEvent,
     Preempted,
 )
@@ -35,13 +35,13 @@ from .step_time import StepTimeModel
 __all__ = [
     "BUILTIN_PROFILES",
     "AllBlocksCleared",
+    "BlockEvent",
     "BlockRemoved",
     "BlockStored",
     "CpuTier",
     "FinishReason",
     "Finished",
     "FirstToken",
-    "KvEvent",
     "NodeCounters",
     "NodeEngine",
     "NodeEvent",
