@@ -45,19 +45,17 @@ import asyncio
 import queue
 import threading
 import time
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx2
 
 from .calls import Grant, SessionState, Step, Unreachable, new_state
 from .protocol import ToolHints
-from .router_core import Flush, Pause, Plan, Report, RouterCore
+from .router_core import Flush, Pause, Plan, Report, Result, RouterCore
 from .session_config import SessionConfig
 from .tls import shared_ssl_context
 
 __all__ = ["AsyncRouter", "Grant", "SessionConfig", "SessionState", "Step", "SyncRouter", "Unreachable", "new_state"]
-
-T = TypeVar("T")
 
 
 class SyncRouter(RouterCore):
@@ -76,7 +74,7 @@ class SyncRouter(RouterCore):
         self._worker: threading.Thread | None = None
         self._retry: threading.Thread | None = None
 
-    def _run(self, plan: Plan[T]) -> T:
+    def _run(self, plan: Plan[Result]) -> Result:
         reply: Any = None
         failure: Exception | None = None
         while True:
@@ -177,7 +175,7 @@ class AsyncRouter(RouterCore):
         self._worker: asyncio.Task[None] | None = None
         self._retry: asyncio.Task[None] | None = None
 
-    async def _run(self, plan: Plan[T]) -> T:
+    async def _run(self, plan: Plan[Result]) -> Result:
         reply: Any = None
         failure: Exception | None = None
         while True:

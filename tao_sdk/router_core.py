@@ -26,7 +26,8 @@ from .replicas import Failover, NotLeader, not_leader
 
 __all__ = ["FLUSH", "Flush", "Pause", "Plan", "Report", "RouterCore", "Send"]
 
-T = TypeVar("T")
+Result = TypeVar("Result")
+"""What a plan returns."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class Flush:
 
 FLUSH = Flush()
 
-Plan = Generator[Send | Pause | Flush, Any, T]
+Plan = Generator[Send | Pause | Flush, Any, Result]
 Report = tuple[str, str, Any]
 """A report to send in the background: method, path, JSON body."""
 
