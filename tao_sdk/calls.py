@@ -31,9 +31,19 @@ from typing import Any
 import httpx2
 import pydantic
 
-from . import protocol
 from .convergence import Ledger, session_view
 from .errors import AuthenticationFailed, NoNodeAvailable
+from .protocol import (
+    ERROR_MAX_CHARS,
+    NO_HEALTHY_NODE,
+    NO_OTHER_NODE,
+    AcquireResponse,
+    LlmEndRequest,
+    RegisterRequest,
+    RegisterResponse,
+    ToolHints,
+    ToolStartRequest,
+)
 from .replicas import FAILOVER_PAUSE_S, Failover, NotLeader, Replicas
 from .session_config import SessionConfig
 
@@ -132,12 +142,12 @@ class Calls:
         return f"/v1/sessions/{self.state.session_id}" + (f"/{verb}" if verb else "")
 
     def register_body(self) -> dict[str, Any]:
-        body = protocol.RegisterRequest(context=self.config.context, session_id=self.state.session_id)
+        body = RegisterRequest(context=self.config.context, session_id=self.state.session_id)
         return body.model_dump(mode="json", exclude_none=True)
 
     def registered(self, status: int, body: Any) -> None:
         if status == 201:
-            answer = protocol.RegisterResponse.model_validate(body)
+            answer = RegisterResponse.model_validate(body)
             self.state.session_token = answer.session_token
             self.state.lease_ttl_s = answer.lease_ttl_s
         elif status in (401, 403):
@@ -347,7 +357,7 @@ class Calls:
         last = self.state.last
         lease_id = last.lease_id if last is not None and last.node == grant.node and last.lease_id else grant.lease_id
         error = usage.error or ("refused" if usage.refused else None)
-        body = protocol.LlmEndRequest(
+        body = LlmEndRequest(
             lease_id=lease_id,
             node=grant.node,
             prompt_tokens=usage.prompt_tokens,
@@ -355,7 +365,7 @@ class Calls:
             completion_tokens=usage.completion_tokens,
             ttft_s=usage.ttft_s,
             duration_s=duration_s,
-            error=None if error is None else error[: protocol.ERROR_MAX_CHARS],
+            error=None if error is None else error[:ERROR_MAX_CHARS],
             refused=usage.refused,
         )
         return body.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
@@ -382,7 +392,7 @@ class Calls:
         if status == 200:
             return self.granted(answer)
         code = answer.get("code") if isinstance(answer, dict) else None
-        if status == 503 and code == protocol.NO_OTHER_NODE:
+        if status == 503 and code == NO_OTHER_NODE:
             log.debug("tao: no node but %s can take the call of session %s", refused.node, self.state.session_id)
             return None
         return self.fallback_after(refused)
@@ -393,9 +403,9 @@ class Calls:
         if grant.detached:
             self.state.last = grant
 
-    def tool_start_body(self, call_id: str, tool: str, hints: protocol.ToolHints, program: str | None) -> Any:
+    def tool_start_body(self, call_id: str, tool: str, hints: ToolHints, program: str | None) -> Any:
         self.state.ledger.tool_started(call_id)
-        body = protocol.ToolStartRequest(call_id=call_id, tool=tool, hints=hints, program=program)
+        body = ToolStartRequest(call_id=call_id, tool=tool, hints=hints, program=program)
         return body.model_dump(mode="json", exclude_none=True)
 
     def tool_end_body(self, call_id: str, duration_s: float | None, status: str) -> dict[str, Any]:
@@ -404,7 +414,7 @@ class Calls:
         return body
 
 
-FLEET_CODES = frozenset({protocol.NO_HEALTHY_NODE, protocol.NO_OTHER_NODE})
+FLEET_CODES = frozenset({NO_HEALTHY_NODE, NO_OTHER_NODE})
 """The codes of a 503 that is an answer about the fleet, not the coordinator failing."""
 
 
@@ -426,10 +436,10 @@ def _fleet_answer(response: httpx2.Response) -> bool:
     return isinstance(body, dict) and body.get("code") in FLEET_CODES
 
 
-def _parsed(body: Any) -> protocol.AcquireResponse:
+def _parsed(body: Any) -> AcquireResponse:
     """An acquire's answer as the protocol has it; `MalformedAnswer` naming the first fault when it is not one."""
     try:
-        return protocol.AcquireResponse.model_validate(body)
+        return AcquireResponse.model_validate(body)
     except pydantic.ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "body"

@@ -1,7 +1,7 @@
 """Converging a session's state with the coordinator's, after a stall, a restart or a lost report.
 
 The rule: the coordinator is the judge of a session's phase; the client is the judge of the work it is actually
-doing. Every 409 about a session carries the coordinator's view of it (`protocol.SessionView`: phase, node, the call
+doing. Every 409 about a session carries the coordinator's view of it (`SessionView`: phase, node, the call
 ids of the tools it sees running, the model calls it sees in flight). The client then closes on the coordinator
 whatever the view shows open and the client does not have open — a `tool_end` for each such tool call (the one it
 recorded when the call ended, with the measured duration, if it still has it) and an `llm_end` marked as an error
@@ -26,7 +26,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from . import protocol
+from .protocol import SessionView
 
 RECORDED_ENDS = 256
 LOST_CALL = "closed by the client: its report was lost"
@@ -60,7 +60,7 @@ class Ledger:
         with self._lock:
             self._llm_in_flight = max(0, self._llm_in_flight - 1)
 
-    def closing_reports(self, view: protocol.SessionView) -> list[tuple[str, dict[str, Any]]]:
+    def closing_reports(self, view: SessionView) -> list[tuple[str, dict[str, Any]]]:
         """The reports (verb, body) that close on the coordinator the work `view` shows open and the client does
         not; empty when the two agree."""
         with self._lock:
@@ -75,11 +75,11 @@ class Ledger:
         return reports
 
 
-def session_view(answer: Any) -> protocol.SessionView | None:
+def session_view(answer: Any) -> SessionView | None:
     """The coordinator's view of the session in the body of a 409, if it sent one."""
     if not isinstance(answer, dict) or not isinstance(answer.get("session"), dict):
         return None
     try:
-        return protocol.SessionView.model_validate(answer["session"])
+        return SessionView.model_validate(answer["session"])
     except ValueError:
         return None

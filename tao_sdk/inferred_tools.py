@@ -43,7 +43,7 @@ from typing import Any
 
 from . import protocol
 from .hints import command_hints, program_of
-from .wire_tools import Status, ToolCall, ToolResult
+from .wire_tools import Status, ToolResult, WireToolCall
 
 MAX_OPEN = 64
 DEFAULT_BASH_TIMEOUT_MS = 120_000
@@ -67,7 +67,7 @@ class End:
     status: Status
 
 
-def start_of(call: ToolCall, offered: Mapping[str, Mapping[str, Any]]) -> Start:
+def start_of(call: WireToolCall, offered: Mapping[str, Mapping[str, Any]]) -> Start:
     """What a hook would report as this call's start; `offered`: the request's tools, by name (their schema's
     properties, `wire_tools.offered_tools`)."""
     arguments = call.arguments

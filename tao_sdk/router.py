@@ -45,19 +45,17 @@ import asyncio
 import queue
 import threading
 import time
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx2
 
-from . import protocol
 from .calls import Grant, SessionState, Step, Unreachable, new_state
-from .router_core import Flush, Pause, Plan, Report, RouterCore
+from .protocol import ToolHints
+from .router_core import Flush, Pause, Plan, Report, Result, RouterCore
 from .session_config import SessionConfig
 from .tls import shared_ssl_context
 
 __all__ = ["AsyncRouter", "Grant", "SessionConfig", "SessionState", "Step", "SyncRouter", "Unreachable", "new_state"]
-
-T = TypeVar("T")
 
 
 class SyncRouter(RouterCore):
@@ -76,7 +74,7 @@ class SyncRouter(RouterCore):
         self._worker: threading.Thread | None = None
         self._retry: threading.Thread | None = None
 
-    def _run(self, plan: Plan[T]) -> T:
+    def _run(self, plan: Plan[Result]) -> Result:
         reply: Any = None
         failure: Exception | None = None
         while True:
@@ -151,7 +149,7 @@ class SyncRouter(RouterCore):
     def llm_end(self, grant: Grant, usage: Any, duration_s: float) -> None:
         self._report(self.llm_end_report(grant, usage, duration_s))
 
-    def tool_start(self, call_id: str, tool: str, hints: protocol.ToolHints, program: str | None = None) -> None:
+    def tool_start(self, call_id: str, tool: str, hints: ToolHints, program: str | None = None) -> None:
         self._report(self.tool_start_report(call_id, tool, hints, program))
 
     def tool_end(self, call_id: str, duration_s: float | None, status: str) -> None:
@@ -177,7 +175,7 @@ class AsyncRouter(RouterCore):
         self._worker: asyncio.Task[None] | None = None
         self._retry: asyncio.Task[None] | None = None
 
-    async def _run(self, plan: Plan[T]) -> T:
+    async def _run(self, plan: Plan[Result]) -> Result:
         reply: Any = None
         failure: Exception | None = None
         while True:
@@ -244,7 +242,7 @@ class AsyncRouter(RouterCore):
     async def llm_end(self, grant: Grant, usage: Any, duration_s: float) -> None:
         self._report(self.llm_end_report(grant, usage, duration_s))
 
-    async def tool_start(self, call_id: str, tool: str, hints: protocol.ToolHints, program: str | None = None) -> None:
+    async def tool_start(self, call_id: str, tool: str, hints: ToolHints, program: str | None = None) -> None:
         self._report(self.tool_start_report(call_id, tool, hints, program))
 
     async def tool_end(self, call_id: str, duration_s: float | None, status: str) -> None:

@@ -20,13 +20,14 @@ from typing import Any, TypeVar
 
 import httpx2
 
-from . import protocol
 from .calls import CONVERGE, REGISTER, REPORT_ERRORS, Attempt, Calls, Grant, Step, check
+from .protocol import ToolHints
 from .replicas import Failover, NotLeader, not_leader
 
 __all__ = ["FLUSH", "Flush", "Pause", "Plan", "Report", "RouterCore", "Send"]
 
-T = TypeVar("T")
+Result = TypeVar("Result")
+"""What a plan returns."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class Flush:
 
 FLUSH = Flush()
 
-Plan = Generator[Send | Pause | Flush, Any, T]
+Plan = Generator[Send | Pause | Flush, Any, Result]
 Report = tuple[str, str, Any]
 """A report to send in the background: method, path, JSON body."""
 
@@ -162,7 +163,7 @@ class RouterCore(Calls, ABC):
             return None
         return "POST", self.session_path("llm_end"), self.llm_end_body(grant, usage, duration_s)
 
-    def tool_start_report(self, call_id: str, tool: str, hints: protocol.ToolHints, program: str | None) -> Report:
+    def tool_start_report(self, call_id: str, tool: str, hints: ToolHints, program: str | None) -> Report:
         return "POST", self.session_path("tool_start"), self.tool_start_body(call_id, tool, hints, program)
 
     def tool_end_report(self, call_id: str, duration_s: float | None, status: str) -> Report:

@@ -13,8 +13,8 @@ from typing import Annotated, Any, TypeVar
 
 import pydantic
 
-from . import protocol
 from .errors import ConfigurationError
+from .protocol import AgentContext
 from .replicas import coordinator_urls
 
 __all__ = ["SessionConfig", "validated"]
@@ -32,7 +32,7 @@ class SessionConfig(pydantic.BaseModel):
     sequence), whose leader the session follows; None: always detached."""
     token: str | None = None
     """The coordinator's API token (needed to register unless it runs with --insecure-no-auth)."""
-    context: protocol.AgentContext = pydantic.Field(default_factory=protocol.AgentContext)
+    context: AgentContext = pydantic.Field(default_factory=AgentContext)
     """What the agent is (`AgentContext`), sent when the session registers."""
     session_id: str | None = None
     """The session's id; None: a fresh one."""

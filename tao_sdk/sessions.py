@@ -27,9 +27,12 @@ from typing import Any, TypeVar
 
 import httpx2
 
-from . import environment, protocol
+from .environment import coordinator as default_coordinator
+from .environment import nodes as default_nodes
+from .environment import token as default_token
 from .errors import ConfigurationError
 from .hints import command_hints, program_of
+from .protocol import AcquireRequest, AgentContext, ToolHints
 from .replicas import coordinator_urls
 from .router import AsyncRouter, SessionState, Step, SyncRouter, new_state
 from .session_config import SessionConfig, validated
@@ -46,7 +49,7 @@ class Session:
         self,
         coordinator: str | Sequence[str] | None = None,
         token: str | None = None,
-        context: protocol.AgentContext | None = None,
+        context: AgentContext | None = None,
         *,
         session_id: str | None = None,
         fallback_nodes: list[str] | tuple[str, ...] | None = None,
@@ -55,16 +58,16 @@ class Session:
         expected_next_tools: list[str] | tuple[str, ...] | None = None,
         **options: float,
     ) -> None:
-        coordinators = coordinator_urls(coordinator or environment.coordinator())
+        coordinators = coordinator_urls(coordinator or default_coordinator())
         agent: dict[str, Any] = {"workflow_id": workflow_id, "parent_session_id": parent_session_id}
         if expected_next_tools is not None:
             agent["expected_next_tools"] = list(expected_next_tools)
         self.config = SessionConfig.of(
             coordinator=coordinators or None,
-            token=token or environment.token(),
-            context=_with_agent(context or protocol.AgentContext(), agent),
+            token=token or default_token(),
+            context=_with_agent(context or AgentContext(), agent),
             session_id=session_id,
-            fallback_nodes=environment.nodes() if fallback_nodes is None else tuple(fallback_nodes),
+            fallback_nodes=default_nodes() if fallback_nodes is None else tuple(fallback_nodes),
             **options,
         )
         self.state: SessionState = new_state(self.config)
@@ -113,7 +116,7 @@ class Session:
         `ConfigurationError` naming the field, and change nothing."""
         text = None if step_id is None else str(step_id)
         tools = None if expected_tools is None else list(expected_tools)
-        validated(protocol.AcquireRequest, {"step_id": text, "expected_next_tools": tools})
+        validated(AcquireRequest, {"step_id": text, "expected_next_tools": tools})
         self.state.step = Step(text, None if tools is None else tuple(tools))
 
     # -- life cycle ------------------------------------------------------------------------------------------------
@@ -222,7 +225,7 @@ class Session:
         never the command."""
         parsed = command_hints(command) if command else None
         caps = [t for t in (timeout, parsed.timeout_s if parsed else None) if t is not None]
-        hints = protocol.ToolHints(
+        hints = ToolHints(
             timeout_s=min(caps) if caps else None,
             sleep_s=sleep if sleep is not None else (parsed.sleep_s if parsed else None),
             background=background if background is not None else bool(parsed and parsed.background),
@@ -254,12 +257,12 @@ def _routed(make: Callable[..., Any], base_url: str, http: httpx2.Client | httpx
     return make(base_url=base_url, http_client=http, **{"api_key": "EMPTY", **kwargs})
 
 
-def _with_agent(context: protocol.AgentContext, agent: dict[str, Any]) -> protocol.AgentContext:
+def _with_agent(context: AgentContext, agent: dict[str, Any]) -> AgentContext:
     """`context` with the session's keyword arguments (`workflow_id=`, …) in place of its fields, when given."""
     given = {name: value for name, value in agent.items() if value is not None}
     if not given:
         return context
-    return validated(protocol.AgentContext, {**context.model_dump(), **given})
+    return validated(AgentContext, {**context.model_dump(), **given})
 
 
 def _status(error: BaseException | None) -> str:
@@ -269,7 +272,7 @@ def _status(error: BaseException | None) -> str:
 
 
 class ToolCall:
-    def __init__(self, session: Session, name: str, hints: protocol.ToolHints, program: str | None = None) -> None:
+    def __init__(self, session: Session, name: str, hints: ToolHints, program: str | None = None) -> None:
         self.session, self.name, self.hints, self.program = session, name, hints, program
         self.call_id = f"call-{uuid.uuid4().hex[:16]}"
         self.started = 0.0
@@ -322,7 +325,7 @@ class ToolCall:
 def session(
     coordinator: str | Sequence[str] | None = None,
     token: str | None = None,
-    context: protocol.AgentContext | None = None,
+    context: AgentContext | None = None,
     **options: Any,
 ) -> Session:
     """A session to use as `with …` or `async with …`; see `Session`."""

@@ -43,7 +43,7 @@ Status = Literal["ok", "error", "timeout"]
 
 
 @dataclass(frozen=True, slots=True)
-class ToolCall:
+class WireToolCall:
     call_id: str
     name: str
     arguments: dict[str, Any]
@@ -100,7 +100,7 @@ class ToolCallReader:
         if len(self._rest) > MAX_BODY_BYTES:
             self._rest = b""
 
-    def calls(self) -> tuple[ToolCall, ...]:
+    def calls(self) -> tuple[WireToolCall, ...]:
         """The calls the response asks for, once it is over (none unless it finished for them)."""
         if self._overflow:
             return ()
@@ -110,7 +110,7 @@ class ToolCallReader:
         else:
             self._absorb_body(parse_json(bytes(self._body)))
         calls = tuple(
-            ToolCall(p.call_id, p.name, _arguments("".join(p.arguments)))
+            WireToolCall(p.call_id, p.name, _arguments("".join(p.arguments)))
             for _, p in sorted(self._pending.items())
             if p.call_id and p.name
         )[:MAX_CALLS]

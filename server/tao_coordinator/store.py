@@ -109,10 +109,10 @@ WHERE c.id >= k.first_id ORDER BY c.id
 
 INSERT = "INSERT INTO tool_calls (tool, program, duration_s, recorded_at) VALUES (?, ?, ?, ?)"
 
-Row = tuple[str, str | None, float, float]
+ToolRow = tuple[str, str | None, float, float]
 _Prune = Literal["prune"]
 _PRUNE: _Prune = "prune"
-_Queued = tuple[Row, "Future[None]"]
+_Queued = tuple[ToolRow, "Future[None]"]
 
 CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 RESET_FLAG = "--reset-corrupt-store"

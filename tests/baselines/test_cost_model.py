@@ -20,7 +20,7 @@ from tao_coordinator.baselines.dynamo import dynamo_cost
 from tao_coordinator.baselines.options import CostModelOptions
 from tao_coordinator.baselines.step_fit import STEP_PRIOR, StepFit
 from tao_coordinator.core.events import KvCacheEvent, LlmEnd, LlmFirstToken, ToolStart
-from tao_coordinator.core.model import AgentProfile, AgentSession, Node, NodeRates
+from tao_coordinator.core.model import AgentProfile, AgentSession, Node, NodeLoad, NodeRates
 from tao_coordinator.core.policies import UnknownPolicy, make_policy
 
 # The study's parameters (cost-model.md §3), costs in µs: α_p 1 µs/token, α_d 50 µs/token, α_d2 0.001,
@@ -96,10 +96,10 @@ def test_w3_without_free_kv_for_the_output_sends_the_call_back_to_w2():
     assert policy.route(session, nodes, 0.0) == "w1"
     policy.observe(LlmEnd("r", "w1"), 0.0)
     # W1 with 900 free tokens: left out; W2 (512/15,000 + 7,488/190,000 = 0.074 s) beats W3's 0.53 s recompute
-    cramped = {**nodes, "w1": Node("w1", 100_000, kv_usage=0.991)}
+    cramped = {**nodes, "w1": Node("w1", 100_000, load=NodeLoad(kv_usage=0.991))}
     assert policy.route(_session("r2", 8000, ((0, 500),), output=500), cramped, 0.0) == "w2"
     # no worker has room: the filter keeps them all and the cost decides
-    full = {name: Node(name, 100_000, kv_usage=0.999) for name in nodes}
+    full = {name: Node(name, 100_000, load=NodeLoad(kv_usage=0.999)) for name in nodes}
     assert CostModelPolicy().route(_session("r3", 8000, ((0, 500),)), full, 0.0) in ("w1", "w2", "w3")
 
 
@@ -178,8 +178,7 @@ def test_the_decode_fit_moves_from_the_prior_to_what_the_node_shows():
             "a",
             1_000_000,
             version=version,
-            running=32,
-            kv_usage=(version % 5 + 1) / 10,
+            load=NodeLoad(running=32, kv_usage=(version % 5 + 1) / 10),
             rates=NodeRates(decode_step_s=0.010 + 4e-7 * (version % 5 + 1) * 100_000),
         )
         policy.terms(_session("s", 100), node, float(version))
@@ -222,7 +221,10 @@ def test_affinity_decays_with_the_fitted_half_life_and_tools_need_a_shared_prefi
 
 
 def test_temperature_spreads_choices_and_zero_keeps_the_cheapest():
-    nodes = {"a": Node("a", 1_000_000), "b": Node("b", 1_000_000, waiting=8)}  # b: α_ho · (8 − 4)² dearer
+    nodes = {
+        "a": Node("a", 1_000_000),
+        "b": Node("b", 1_000_000, load=NodeLoad(waiting=8)),
+    }  # b: α_ho · (8 − 4)² dearer
 
     def draws(policy: CostModelPolicy) -> Counter[str | None]:
         chosen: Counter[str | None] = Counter()

@@ -8,7 +8,7 @@ from tao_coordinator.baselines.dynamo import DynamoPolicy, dynamo_cost
 from tao_coordinator.baselines.llm_d import LlmdPolicy
 from tao_coordinator.baselines.runs import truncate
 from tao_coordinator.core.events import KvCacheEvent, LlmEnd, LlmFirstToken
-from tao_coordinator.core.model import AgentProfile, AgentSession, Node
+from tao_coordinator.core.model import AgentProfile, AgentSession, Node, NodeLoad
 
 
 def _session(sid, tokens, runs=()):
@@ -17,7 +17,7 @@ def _session(sid, tokens, runs=()):
 
 def _nodes(*names, **loads):
     nodes = {n: Node(n, 1_000_000) for n in names}
-    nodes.update({n: Node(n, 1_000_000, waiting=w, kv_usage=kv) for n, (w, kv) in loads.items()})
+    nodes.update({n: Node(n, 1_000_000, load=NodeLoad(waiting=w, kv_usage=kv)) for n, (w, kv) in loads.items()})
     return nodes
 
 

@@ -4,7 +4,7 @@ from tao_coordinator.baselines.least_loaded import LeastLoadedPolicy
 from tao_coordinator.baselines.round_robin import RoundRobinPolicy
 from tao_coordinator.baselines.sglang import SglangCacheAwarePolicy
 from tao_coordinator.core.events import Close, LlmEnd
-from tao_coordinator.core.model import AgentProfile, AgentSession, Node
+from tao_coordinator.core.model import AgentProfile, AgentSession, Node, NodeLoad
 
 
 def _session(sid, tokens=1600, runs=()):
@@ -12,7 +12,7 @@ def _session(sid, tokens=1600, runs=()):
 
 
 def _nodes(**loads):
-    return {n: Node(n, 1_000_000, running=r, waiting=w, kv_usage=kv) for n, (r, w, kv) in loads.items()}
+    return {n: Node(n, 1_000_000, load=NodeLoad(running=r, waiting=w, kv_usage=kv)) for n, (r, w, kv) in loads.items()}
 
 
 def test_least_loaded_takes_the_shortest_queue_then_kv_usage_then_in_flight():

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tao_coordinator.bench.estimator import run
-from tao_coordinator.bench.estimator_replay import CLAUDE_CODE, claude_code_sessions, evaluate, sampled_instants
+from tao_coordinator.bench.estimator_replay import CLAUDE_CODE_TRACE, claude_code_sessions, evaluate, sampled_instants
 from tao_coordinator.core.settings import CoreSettings
 from tao_coordinator.sim.workloads import traces_dir
 
@@ -23,7 +23,7 @@ def bash(dur_s: float | None, t_use: float, prog: str = "ls") -> dict[str, Any]:
 
 
 def write_sessions(folder: Path, sessions: dict[str, list[dict[str, Any]]]) -> Path:
-    path = folder / CLAUDE_CODE
+    path = folder / CLAUDE_CODE_TRACE
     path.parent.mkdir(parents=True)
     with gzip.open(path, "wt") as out:
         for name, calls in sessions.items():
@@ -65,8 +65,8 @@ def test_parallel_calls_are_predicted_before_any_of_them_returns(tmp_path):
 TRACES = traces_dir()
 
 
-@pytest.mark.skipif(not (TRACES / CLAUDE_CODE).is_file(), reason=f"no Claude Code session logs under {TRACES}")
+@pytest.mark.skipif(not (TRACES / CLAUDE_CODE_TRACE).is_file(), reason=f"no Claude Code session logs under {TRACES}")
 def test_the_forecast_beats_the_median_and_the_binary_rules_on_the_dev_sessions():
-    rows = {r.estimator: r for r in evaluate("cc", claude_code_sessions(TRACES / CLAUDE_CODE), CoreSettings())}
+    rows = {r.estimator: r for r in evaluate("cc", claude_code_sessions(TRACES / CLAUDE_CODE_TRACE), CoreSettings())}
     assert rows["tao"].mae_s < rows["median"].mae_s
     assert rows["tao"].readiness_brier < min(rows["bound"].readiness_brier, rows["paper"].readiness_brier)

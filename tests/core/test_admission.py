@@ -18,7 +18,7 @@ from tao_coordinator.core.events import (
     ToolEnd,
     ToolStart,
 )
-from tao_coordinator.core.model import DurationHints, Phase
+from tao_coordinator.core.model import DurationHints, NodeLoad, Phase
 from tao_coordinator.core.plan import PlanFinished
 from tao_coordinator.core.policies import make_policy
 from tao_coordinator.core.policies.tao import TaoPolicy
@@ -103,9 +103,9 @@ def test_a_cached_session_goes_to_the_node_with_its_cache_and_waits_when_that_no
 def test_a_session_without_credit_goes_to_the_least_loaded_node_with_room_and_the_room_rule_to_the_most_room():
     def first_place(policy):
         c = fleet(policy, nodes=("a", "b", "c"), capacity=BIG, inline=False)
-        c.on_event(NodeUpdate("a", BIG, running=1, waiting=0), 0.0)
-        c.on_event(NodeUpdate("b", BIG, running=3, waiting=1), 0.0)
-        c.on_event(NodeUpdate("c", BIG, running=1, waiting=2), 0.0)
+        c.on_event(NodeUpdate("a", BIG, load=NodeLoad(running=1, waiting=0)), 0.0)
+        c.on_event(NodeUpdate("b", BIG, load=NodeLoad(running=3, waiting=1)), 0.0)
+        c.on_event(NodeUpdate("c", BIG, load=NodeLoad(running=1, waiting=2)), 0.0)
         c.on_event(Register("held", expected_input_tokens=PROMPT), 0.0)
         c.on_event(CacheResidency("a", "held", PROMPT), 0.0)
         assert c.on_event(Acquire("held"), 0.0) == [Route("held", "a")]  # a now has the least room
@@ -126,7 +126,7 @@ def turn(c, session, now, prompt, cached, preemptions=0, waiting=0):
     c.on_event(LlmEnd(session, "a", prompt, cached, 500), now)
     c.on_event(ToolStart(session, f"t{now}", "bash", DurationHints(timeout_s=5)), now)
     c.on_event(ToolEnd(session, f"t{now}", 0.1), now + 0.1)
-    c.on_event(NodeUpdate("a", BIG, preemptions=preemptions, waiting=waiting), now + 0.1)
+    c.on_event(NodeUpdate("a", BIG, load=NodeLoad(preemptions=preemptions, waiting=waiting)), now + 0.1)
     assert c.on_event(Acquire(session), now + 0.1) == [Route(session, "a")]  # it holds its place
 
 

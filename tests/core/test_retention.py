@@ -8,7 +8,7 @@ import pytest
 from tao_coordinator.core.actions import Interrupt, Route
 from tao_coordinator.core.coordinator import Coordinator
 from tao_coordinator.core.events import Acquire, LlmEnd, NodeRemoved, NodeUpdate, Register, ToolEnd, ToolStart
-from tao_coordinator.core.model import AgentProfile, DurationHints
+from tao_coordinator.core.model import AgentProfile, DurationHints, NodeLoad
 from tao_coordinator.core.policies import make_policy
 from tao_coordinator.core.settings import CoreSettings
 from tao_coordinator.core.signals import CacheCredit, SignalContext
@@ -130,7 +130,7 @@ def test_calls_of_a_session_that_lost_its_place_fit_the_node_half_life_that_cred
     # it wakes when the credit falls below one unit at the fitted half-life, not at the configured one
     assert c.next_wakeup() == pytest.approx(at + fitted * math.log2(PROMPT / 1024), abs=1e-3)
     # a scrape keeps the fitted value; removing the node forgets it
-    c.on_event(NodeUpdate("a", 70_000, running=1), at)
+    c.on_event(NodeUpdate("a", 70_000, load=NodeLoad(running=1)), at)
     assert c.nodes["a"].credit_half_life_s == fitted
     c.on_event(NodeRemoved("a"), at)
     c.on_event(NodeUpdate("a", 70_000), at)

@@ -9,7 +9,16 @@ import pytest
 from tao_coordinator.core.coordinator import Coordinator
 from tao_coordinator.core.errors import InvalidEvent
 from tao_coordinator.core.events import CacheResidency, EngineCounters, NodeUpdate
-from tao_coordinator.core.model import AgentProfile, AgentSession, CacheEvidence, EvidenceSource, Node, NodeRates, Phase
+from tao_coordinator.core.model import (
+    AgentProfile,
+    AgentSession,
+    CacheEvidence,
+    EvidenceSource,
+    Node,
+    NodeLoad,
+    NodeRates,
+    Phase,
+)
 from tao_coordinator.core.node_rates import NodeRateFit
 from tao_coordinator.core.policies import make_policy
 from tao_coordinator.core.policies.admission import FastAdmit
@@ -106,7 +115,7 @@ def test_fast_admission_goes_where_the_tier_holds_the_prefix_when_no_hbm_credit_
     s = session(usage(64 * UNIT))  # on node a, 60 s ago: HBM credit 1 unit, tier credit 21 units
     room = {"a": 10_000, "b": 10_000}
     assert FastAdmit().admit(s, nodes, room, SETTINGS, 100.0) == "a"
-    loaded = {"a": replace(nodes["a"], running=9), "b": nodes["b"]}
+    loaded = {"a": replace(nodes["a"], load=NodeLoad(running=9)), "b": nodes["b"]}
     assert FastAdmit().admit(s, loaded, room, SETTINGS, 100.0) == "a"  # the tier beats load
     assert FastAdmit(tier=False).admit(s, loaded, room, SETTINGS, 100.0) == "b"  # tao-no-tier: by load
 

@@ -11,7 +11,7 @@ from tao_coordinator.core.model import AgentProfile, AgentSession, Node, Phase
 from tao_coordinator.core.policies import make_policy
 from tao_coordinator.core.settings import CoreSettings
 from tao_coordinator.core.signals import SignalContext, TokenTime
-from tao_coordinator.core.signals.token_time import LEVELS, call_token_steps, coarse_step_s
+from tao_coordinator.core.signals.token_time import HALVING_UNITS, call_token_steps, coarse_step_s
 
 SETTINGS = CoreSettings()
 
@@ -48,14 +48,14 @@ def test_a_call_holds_its_prompt_and_half_its_decode_through_every_step() -> Non
 def test_the_faster_node_is_worth_more_by_levels_per_halving() -> None:
     got = values(waiting(10_000), fast=0.02, slow=0.04, unmeasured=0.0)
     assert set(got) == {"fast", "slow"}  # a node whose steps are not measured yet prices nothing
-    assert got["fast"] - got["slow"] == LEVELS
+    assert got["fast"] - got["slow"] == HALVING_UNITS
 
 
 def test_a_shorter_call_is_worth_more_on_the_same_node() -> None:
     short, long = values(waiting(5_000), a=0.03)["a"], values(waiting(20_000), a=0.03)["a"]
     assert short > long
     # a quarter of the memory-time (about: the d²/2 term is small here) is two halvings
-    assert short - long in (2 * LEVELS - 1, 2 * LEVELS, 2 * LEVELS + 1)
+    assert short - long in (2 * HALVING_UNITS - 1, 2 * HALVING_UNITS, 2 * HALVING_UNITS + 1)
 
 
 @pytest.mark.parametrize(
@@ -70,8 +70,8 @@ def test_only_a_session_that_asks_for_a_call_without_a_place_is_priced(changes: 
 def test_the_step_is_coarse_so_that_values_are_not_recomputed_at_every_scrape() -> None:
     assert coarse_step_s(0.0) == 0.0
     assert coarse_step_s(0.0300) == coarse_step_s(0.0301)
-    assert coarse_step_s(0.03) == pytest.approx(0.03, rel=2 ** (1 / (2 * LEVELS)) - 1)
-    assert math.log2(coarse_step_s(0.03)) * LEVELS == pytest.approx(round(math.log2(0.03) * LEVELS))
+    assert coarse_step_s(0.03) == pytest.approx(0.03, rel=2 ** (1 / (2 * HALVING_UNITS)) - 1)
+    assert math.log2(coarse_step_s(0.03)) * HALVING_UNITS == pytest.approx(round(math.log2(0.03) * HALVING_UNITS))
 
 
 def measured(core: Coordinator, node: str, step_s: float) -> None:

@@ -16,6 +16,7 @@ from tao_coordinator.core.model import (
     DurationHints,
     EvidenceSource,
     Node,
+    NodeLoad,
     Phase,
     ReadinessSchedule,
     RunningTool,
@@ -81,7 +82,9 @@ def test_a_kept_value_is_the_fresh_value_at_every_instant():
                 nodes[b] = replace(nodes[b], credit_half_life_s=rng.choice([None, 5.0, 30.0]))
             if rng.random() < 0.1:
                 b = rng.randrange(len(nodes))
-                nodes[b] = replace(nodes[b], running=rng.randint(0, 9), capacity_tokens=rng.randint(200_000, 400_000))
+                nodes[b] = replace(
+                    nodes[b], load=NodeLoad(running=rng.randint(0, 9)), capacity_tokens=rng.randint(200_000, 400_000)
+                )
             if rng.random() < 0.05:
                 b = rng.randrange(len(nodes))
                 nodes[b] = replace(nodes[b], healthy=not nodes[b].healthy)

@@ -10,6 +10,7 @@ from tao_coordinator.core.model import (
     CacheEvidence,
     EvidenceSource,
     Node,
+    NodeLoad,
     Phase,
     shared_prefix_blocks,
 )
@@ -75,7 +76,7 @@ def test_a_workflow_id_groups_sessions_and_their_values_are_evaluated_at_every_p
 def test_fast_admission_puts_a_sub_agent_where_its_sibling_runs():
     sibling = agent("p/s", (*SYSTEM, (7_000, 50)), parent="p", phase=Phase.IN_LLM, node="b", llm_calls=1)
     child = agent("p/c", (*SYSTEM, (9_000, 100)), parent="p", expected_input_tokens=11_000)
-    nodes = {"a": Node("a", 1_000_000), "b": Node("b", 1_000_000, running=5)}
+    nodes = {"a": Node("a", 1_000_000), "b": Node("b", 1_000_000, load=NodeLoad(running=5))}
     room = {"a": 10_000, "b": 10_000}
     index = WorkflowIndex.of([sibling])  # the latest plan saw the sibling, not the child: it joins its parent's
     assert FastAdmit().admit(child, nodes, room, SETTINGS, 0.0, index) == "b"

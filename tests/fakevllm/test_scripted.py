@@ -6,7 +6,7 @@ import urllib.request
 
 import pytest
 
-from tao_coordinator.fakevllm import Policy, load_policy
+from tao_coordinator.fakevllm import ReplyPolicy, load_policy
 from tao_coordinator.fakevllm.policy import SUBMIT_COMMAND
 
 MODEL = "Qwen/Qwen3-32B"
@@ -156,4 +156,4 @@ def test_policy_files_in_json_and_toml(tmp_path):
     )
     assert load_policy(tmp_path / "p.json").scripts[0].steps[0].submit
     toml_policy = load_policy(tmp_path / "p.toml")
-    assert isinstance(toml_policy, Policy) and toml_policy.scripts[0].steps[0].tool == "Read"
+    assert isinstance(toml_policy, ReplyPolicy) and toml_policy.scripts[0].steps[0].tool == "Read"

@@ -6,7 +6,7 @@ import pytest
 
 from tao_coordinator.fakevllm import tokenizer
 from tao_coordinator.fakevllm.errors import BadRequest
-from tao_coordinator.fakevllm.reply import Reply, ReplyLayout, ToolCall
+from tao_coordinator.fakevllm.reply import Reply, ReplyLayout, ScriptedToolCall
 from tao_coordinator.fakevllm.template import GENERATION_PROMPT, render_assistant_body, render_chat
 
 TEXTS = [
@@ -89,7 +89,7 @@ def test_reply_tokens_continue_the_prompt_exactly():
     """prompt + reply + <|im_end|> tokenizes like the next turn's prompt prefix: the answer's blocks get hit."""
     messages, tools = _conversation()
     prompt = render_chat(messages[:2], tools)
-    call = ToolCall("id", "bash", json.dumps({"command": "ls"}))
+    call = ScriptedToolCall("id", "bash", json.dumps({"command": "ls"}))
     layout = ReplyLayout(Reply(content="Let me look.", tool_calls=(call,)), max_tokens=1000)
     echoed = {
         "role": "assistant",
@@ -104,7 +104,7 @@ def test_reply_tokens_continue_the_prompt_exactly():
 
 
 def test_reply_progress_releases_content_then_arguments():
-    call = ToolCall("id", "bash", json.dumps({"command": "echo " + "x" * 40}))
+    call = ScriptedToolCall("id", "bash", json.dumps({"command": "echo " + "x" * 40}))
     layout = ReplyLayout(Reply(content="Sure.", tool_calls=(call,)), max_tokens=1000)
     seen = [layout.progress(n) for n in range(layout.output_tokens + 1)]
     assert seen[0].content_chars == 0 and seen[0].tool_arg_chars == (None,)
@@ -114,7 +114,7 @@ def test_reply_progress_releases_content_then_arguments():
 
 
 def test_reply_truncated_by_max_tokens_becomes_content():
-    call = ToolCall("id", "bash", json.dumps({"command": "ls -la /tmp"}))
+    call = ScriptedToolCall("id", "bash", json.dumps({"command": "ls -la /tmp"}))
     layout = ReplyLayout(Reply(tool_calls=(call,)), max_tokens=5)
     assert layout.finish_reason == "length"
     assert layout.output_tokens == 5

@@ -140,4 +140,4 @@ async def test_the_poller_keeps_a_known_cpu_tier_while_a_restarted_node_does_not
             await poller.scrape_once()
     assert [(o.cpu_capacity_tokens, o.cpu_tier_known) for o in seen] == [(0, False), (524288, True), (524288, True)]
     assert all(o.healthy for o in seen) and seen[1].admission_rejections == 4
-    assert not math.isnan(seen[1].kv_usage)
+    assert not math.isnan(seen[1].load.kv_usage)

@@ -19,7 +19,7 @@ from redis.asyncio import Redis
 
 from tao_coordinator.ha import LeaderElection, LocalRedis, RedisNotInstalled
 from tao_coordinator.ha import connect as connect_to
-from tao_coordinator.ha.client import close
+from tao_coordinator.ha.client import close_redis
 
 TTL_S = 1.0
 """The lease of the tests' elections: short, as the default `lease_s` is (a standby takes over within about that
@@ -54,7 +54,7 @@ async def connect(redis_server: LocalRedis) -> AsyncIterator[Callable[[], Redis]
 
     yield new
     for client in clients:
-        await close(client)
+        await close_redis(client)
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ import pytest
 from redis.asyncio import Redis
 
 from tao_coordinator.core.model import AgentProfile, AgentSession, CacheEvidence, EvidenceSource, Phase
-from tao_coordinator.ha import Fenced, LeaderElection, LocalRedis, RedisStateStore, SessionRecord, ToolRow
+from tao_coordinator.ha import Fenced, LeaderElection, LocalRedis, RedisStateStore, SessionRecord
+from tao_coordinator.store import ToolRow
 from tests.ha.conftest import assert_close, wait_for
 
 Make = Callable[..., LeaderElection]

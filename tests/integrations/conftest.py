@@ -24,7 +24,7 @@ import pytest
 
 from tao_coordinator.core.actions import Route
 from tao_coordinator.core.events import Close, LlmEnd, Register, ToolEnd, ToolStart
-from tao_coordinator.fakevllm import FakeNodeConfig, Policy, ThreadedFleet
+from tao_coordinator.fakevllm import FakeNodeConfig, ReplyPolicy, ThreadedFleet
 from tests.conftest import listen_to_feed
 
 MODEL = "fake-model"
@@ -132,7 +132,7 @@ def served(fleet: ThreadedFleet) -> list[int]:
 @pytest.fixture(scope="module")
 def fleet() -> Iterator[ThreadedFleet]:
     scripts = [{"match": {"contains": task}, "steps": steps} for task, steps in SCRIPTS.items()]
-    policy = Policy.model_validate({"filler_tokens": 8, "scripts": scripts})
+    policy = ReplyPolicy.model_validate({"filler_tokens": 8, "scripts": scripts})
     with ThreadedFleet(2, FakeNodeConfig(time_scale=20, served_model_name=MODEL, policy=policy)) as running:
         yield running
 

@@ -10,13 +10,13 @@ from tao_integrations.claude_code import tool_hints
 from tao_sdk import protocol
 from tao_sdk.inferred_tools import InferredTools, Start, start_of
 from tao_sdk.session_identity import ANONYMOUS, session_id_of
-from tao_sdk.wire_tools import ToolCall, ToolCallReader, ToolResult, offered_tools, tool_results
+from tao_sdk.wire_tools import ToolCallReader, ToolResult, WireToolCall, offered_tools, tool_results
 
 SAMPLES = json.loads((Path(__file__).parent / "wire_samples.json").read_text())
 COMMAND = "cd repo && timeout 30 pytest -q; sleep 2"
 
 
-def read(sample: dict, chunk: int = 7) -> tuple[ToolCall, ...]:
+def read(sample: dict, chunk: int = 7) -> tuple[WireToolCall, ...]:
     """The calls of a sample's response, its bytes fed in pieces of `chunk` (SSE lines and JSON split anywhere)."""
     body = sample["response"].encode()
     reader = ToolCallReader(streaming=sample["request"]["stream"])
@@ -86,7 +86,7 @@ def test_parallel_calls_in_one_stream_keep_their_order_and_arguments():
     ]
     reader = ToolCallReader(streaming=True)
     reader.feed(b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n")
-    assert reader.calls() == (ToolCall("call_a", "read", {}), ToolCall("call_b", "bash", {"command": "ls"}))
+    assert reader.calls() == (WireToolCall("call_a", "read", {}), WireToolCall("call_b", "bash", {"command": "ls"}))
 
 
 def test_tool_results_of_a_request_with_their_status():
@@ -139,13 +139,13 @@ CLAUDE_CODE_BASH_INPUTS = [
 
 @pytest.mark.parametrize("tool_input", CLAUDE_CODE_BASH_INPUTS)
 def test_claude_codes_bash_is_hinted_as_its_hook_hints_it(tool_input):
-    start = start_of(ToolCall("toolu_1", "Bash", tool_input), {})
+    start = start_of(WireToolCall("toolu_1", "Bash", tool_input), {})
     assert start.hints == protocol.ToolHints.model_validate(tool_hints("Bash", tool_input, {}))
 
 
 @pytest.mark.parametrize("tool_input", [{"task_id": "b1"}, {"task_id": "b1", "timeout": 5000}, {"block": False}])
 def test_claude_codes_task_output_is_hinted_as_its_hook_hints_it(tool_input):
-    start = start_of(ToolCall("toolu_1", "TaskOutput", tool_input), {})
+    start = start_of(WireToolCall("toolu_1", "TaskOutput", tool_input), {})
     assert start.hints == protocol.ToolHints.model_validate(tool_hints("TaskOutput", tool_input, {}))
     assert start.program is None
 
@@ -153,13 +153,13 @@ def test_claude_codes_task_output_is_hinted_as_its_hook_hints_it(tool_input):
 def test_opencode_and_mini_swe_agent_bash_hints_and_other_tools():
     opencode = {"bash": {"command": {}, "timeout": {}, "workdir": {}}}
     mini = {"bash": {"command": {}}}
-    call = ToolCall("call_1", "bash", {"command": "timeout 200 make"})
+    call = WireToolCall("call_1", "bash", {"command": "timeout 200 make"})
     assert start_of(call, opencode).hints.timeout_s == 120.0  # OpenCode's default under the command's own 200 s
     assert start_of(call, mini).hints.timeout_s == 200.0  # mini-swe-agent's bash says nothing of a timeout
-    assert start_of(ToolCall("call_2", "bash", {"command": "ls"}), mini) == Start(
+    assert start_of(WireToolCall("call_2", "bash", {"command": "ls"}), mini) == Start(
         "call_2", "bash", protocol.ToolHints(), "ls"
     )
-    assert start_of(ToolCall("call_3", "read", {"filePath": "x"}), opencode) == Start(
+    assert start_of(WireToolCall("call_3", "read", {"filePath": "x"}), opencode) == Start(
         "call_3", "read", protocol.ToolHints(), None
     )
 
@@ -272,6 +272,6 @@ def test_an_anthropic_stream_with_thinking_text_and_two_tool_uses():
     reader = ToolCallReader(streaming=True)
     reader.feed(stream.encode())
     assert reader.calls() == (
-        ToolCall("toolu_r", "Read", {"file_path": "a.py"}),
-        ToolCall("toolu_b", "Bash", {"command": "ls"}),
+        WireToolCall("toolu_r", "Read", {"file_path": "a.py"}),
+        WireToolCall("toolu_b", "Bash", {"command": "ls"}),
     )

@@ -6,6 +6,7 @@ import pytest
 from tao_coordinator.core.coordinator import Coordinator
 from tao_coordinator.core.errors import InvalidEvent, UnknownNode, UnknownSession
 from tao_coordinator.core.events import Acquire, KvCacheEvent, LlmFirstToken, NodeUpdate, Register, Tick
+from tao_coordinator.core.model import NodeLoad
 from tao_coordinator.core.plan import Plan
 from tao_coordinator.core.policies import make_policy
 from tao_coordinator.core.policies.base import Feed, PlanningPolicy, Router
@@ -50,7 +51,7 @@ def test_bad_router_signals_are_rejected_by_name():
     with pytest.raises(InvalidEvent, match="prompt_block_runs"):
         Acquire("s", 10, prompt_block_runs=((5, 0),))
     with pytest.raises(InvalidEvent, match="kv_usage"):
-        NodeUpdate("a", 100, kv_usage=1.5)
+        NodeUpdate("a", 100, load=NodeLoad(kv_usage=1.5))
     with pytest.raises(InvalidEvent, match="stored"):
         KvCacheEvent("a", stored=((1, -2),))
 
@@ -58,12 +59,12 @@ def test_bad_router_signals_are_rejected_by_name():
 def test_route_sees_the_call_being_asked_for_and_the_scraped_load():
     policy = Recorder()
     c = Coordinator(policy, CoreSettings())
-    c.on_event(NodeUpdate("a", 100_000, running=2, waiting=1, kv_usage=0.25), 0.0)
+    c.on_event(NodeUpdate("a", 100_000, load=NodeLoad(running=2, waiting=1, kv_usage=0.25)), 0.0)
     c.on_event(Register("s", expected_input_tokens=100), 0.0)
     c.on_event(Acquire("s", expected_input_tokens=320, prompt_block_runs=((7, 20),)), 0.0)
     tokens, runs, nodes = policy.routed[0]
     assert (tokens, runs) == (320, ((7, 20),))
-    assert (nodes["a"].running, nodes["a"].waiting, nodes["a"].kv_usage) == (2, 1, 0.25)
+    assert nodes["a"].load == NodeLoad(2, 1, 0.25)
 
 
 def test_router_feeds_are_observed_and_plan_nothing():
@@ -72,7 +73,7 @@ def test_router_feeds_are_observed_and_plan_nothing():
     c.on_event(Register("s", expected_input_tokens=15_000), 0.0)
     c.on_event(Register("t", expected_input_tokens=15_000), 0.0)  # does not fit next to s: waits
     started = c.plan_stats.started
-    assert c.on_event(NodeUpdate("a", 20_000, running=1, kv_usage=0.5), 1.0) == []
+    assert c.on_event(NodeUpdate("a", 20_000, load=NodeLoad(running=1, kv_usage=0.5)), 1.0) == []
     assert c.on_event(KvCacheEvent("a", stored=((0, 4),)), 1.0) == []
     assert c.on_event(LlmFirstToken("s", "a"), 1.0) == []
     assert c.plan_stats.started == started

@@ -18,7 +18,8 @@ from tao_coordinator.sim.node import (
     StepCoefficients,
     profile_from_mapping,
 )
-from tao_coordinator.sim.node.cpu_tier import CpuTier, with_cpu_tier
+from tao_coordinator.sim.node.cpu_tier import CpuTier
+from tao_coordinator.sim.node.profile import with_cpu_tier
 from tao_coordinator.sim.node.step_time import StepTimeModel
 from tao_coordinator.sim.prompt import Prompt
 

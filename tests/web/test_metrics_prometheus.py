@@ -29,9 +29,10 @@ import httpx2
 import pytest
 
 import tao_sdk
-from tao_coordinator.demo.agents import MODEL, AgentRecord, run_agent, words
+from tao_coordinator.demo.agents import AgentRecord, run_agent, words
 from tao_coordinator.demo.run import demo_workload
 from tao_coordinator.fakevllm import FakeNodeConfig, ThreadedFleet
+from tao_coordinator.fakevllm.config import DEFAULT_MODEL as MODEL
 from tao_coordinator.local_coordinator import free_port, wait_ready
 from tao_coordinator.sim.workloads import SessionScript
 

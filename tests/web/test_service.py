@@ -233,7 +233,7 @@ async def test_scraped_load_reaches_the_core_and_the_metrics(tmp_path):
 
             def busy() -> bool:
                 node = c.service.coordinator.nodes["node-0"]
-                return node.running == 1 and node.kv_usage > 0
+                return node.load.running == 1 and node.load.kv_usage > 0
 
             await eventually(busy)
             assert await c.metric("tao_node_running_requests", node="node-0") == 1

@@ -176,7 +176,7 @@ class CostModelPolicy(Router):
         isl = prompt_tokens(session)
         hbm, cpu = self.hits(node, session, isl)
         output = self.expected_output(session)
-        step = node.rates.decode_step_s or view.fit.step_s(node.running, node.kv_usage * node.capacity_tokens)
+        step = node.rates.decode_step_s or view.fit.step_s(node.load.running, node.load.kv_usage * node.capacity_tokens)
         decode_steps = kv_time = 0.0
         for call in self.calls.on(node.id):
             done = 0.0 if call.first_token_at is None else (now - call.first_token_at) / step
@@ -208,7 +208,7 @@ class CostModelPolicy(Router):
             tools_s=tools_w * alpha_p * max(0, session.context.shared_prefix_tokens - hbm - cpu),
         )
         found = Terms(
-            isl - hbm - cpu, decode_steps, kv_time, cpu, node.waiting, affinity, tools / max(1, len(expected))
+            isl - hbm - cpu, decode_steps, kv_time, cpu, node.load.waiting, affinity, tools / max(1, len(expected))
         )
         return found, alphas, isl - hbm + math.ceil(output)
 
@@ -225,7 +225,7 @@ class CostModelPolicy(Router):
             return None
         ordered = [nodes[node_id] for node_id in sorted(nodes)]
         scored = [self.terms(session, node, now) for node in ordered]
-        room = [k for k, node in enumerate(ordered) if scored[k][2] <= node.capacity_tokens * (1 - node.kv_usage)]
+        room = [k for k, node in enumerate(ordered) if scored[k][2] <= node.capacity_tokens * (1 - node.load.kv_usage)]
         candidates = room or list(range(len(ordered)))
         costs = [unified_cost(scored[k][0], scored[k][1]) for k in candidates]
         chosen = candidates[pick(costs, self.temperature, self.rng)]
@@ -280,7 +280,7 @@ class CostModelPolicy(Router):
         view.version = node.version
         view.decode_from_ends = node.rates.decode_step_s <= 0
         if not view.decode_from_ends:
-            view.fit.add(node.running, node.kv_usage * node.capacity_tokens, node.rates.decode_step_s)
+            view.fit.add(node.load.running, node.load.kv_usage * node.capacity_tokens, node.rates.decode_step_s)
         waiting = node.rates.kv_fetch_waiting
         busy = waiting / (1 + waiting)
         if view.link_at is None:

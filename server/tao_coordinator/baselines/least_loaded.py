@@ -34,7 +34,7 @@ class LeastLoadedPolicy(Router):
             return None
         node = min(
             nodes.values(),
-            key=lambda n: (n.running + n.waiting, n.kv_usage, self.in_flight.load(n.id), n.id),
+            key=lambda n: (n.load.running + n.load.waiting, n.load.kv_usage, self.in_flight.load(n.id), n.id),
         )
         self.in_flight.dispatch(session.id, node.id)
         return node.id

@@ -49,12 +49,12 @@ from .runs import truncate
 
 def epp_scores(nodes: list[Node], prefixes: list[float], weights: tuple[float, float, float]) -> list[float]:
     """Both profiles' weighted sum per node: prefix (capped at 1), free KV, and the queue normalised over the nodes."""
-    low, high = min(n.waiting for n in nodes), max(n.waiting for n in nodes)
+    low, high = min(n.load.waiting for n in nodes), max(n.load.waiting for n in nodes)
     prefix_w, kv_w, queue_w = weights
     result = []
     for node, prefix in zip(nodes, prefixes, strict=True):
-        queue = 1.0 if high == low else (high - node.waiting) / (high - low)
-        result.append(prefix_w * min(1.0, prefix) + kv_w * (1.0 - node.kv_usage) + queue_w * queue)
+        queue = 1.0 if high == low else (high - node.load.waiting) / (high - low)
+        result.append(prefix_w * min(1.0, prefix) + kv_w * (1.0 - node.load.kv_usage) + queue_w * queue)
     return result
 
 

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from ..progress import Progress
 from ..sim.metrics import RunMetrics
 from ..sim.node import NodeProfile, profile_by_name
-from ..sim.node.cpu_tier import with_cpu_tier
+from ..sim.node.profile import with_cpu_tier
 from ..sim.plan_timing import PLAN_TIMINGS
 from ..sim.report import RunResult
 from ..sim.workloads import Workload, load_agentx, load_mini_swe, traces_dir

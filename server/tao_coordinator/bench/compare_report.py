@@ -33,7 +33,7 @@ METRICS = (
     ("tool→1st token", "tool_end_to_first_token_mean_s", "lower", "{:.2f} s"),
     ("hit rate", "prefix_hit_rate", "higher", "{:.1%}"),
 )
-COLUMNS = (
+COMPARE_COLUMNS = (
     ("lat mean", "latency_mean_s", "{:,.0f}"),
     ("lat p99", "latency_p99_s", "{:,.0f}"),
     ("TTFT mean", "ttft_mean_s", "{:.2f}"),
@@ -231,7 +231,7 @@ def _concurrencies(table: Table, workload: str) -> list[int]:
 
 def _policy_table(table: Table, workload: str, policies: list[str]) -> list[str]:
     tiered = any(key[0] == workload and entry.get("cpu_hit_tokens") for key, entry in table.items())
-    columns = (*COLUMNS, *TIER_COLUMNS) if tiered else COLUMNS
+    columns = (*COMPARE_COLUMNS, *TIER_COLUMNS) if tiered else COMPARE_COLUMNS
     header = "| conc | policy | " + " | ".join(title for title, _, _ in columns) + " |"
     lines = [header, "|" + "---|" * (len(columns) + 2)]
     for concurrency in _concurrencies(table, workload):

@@ -53,11 +53,11 @@ from ..sim.workloads.files import read_records
 
 OFFSETS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
 """Fixed instants since the start at which a call is scored, besides its quarters, when it is still running."""
-CLAUDE_CODE = Path("claude_code_sessions/dev.jsonl.gz")
+CLAUDE_CODE_TRACE = Path("claude_code_sessions/dev.jsonl.gz")
 
 
 @dataclass(frozen=True, slots=True)
-class ToolCall:
+class TracedToolCall:
     session: str
     key: ToolKey
     duration_s: float
@@ -77,7 +77,7 @@ class EstimatorFigures:
     readiness_brier: float
 
 
-Scorer = Callable[[ToolCall, Sequence[float]], tuple[float, list[float]]]
+Scorer = Callable[[TracedToolCall, Sequence[float]], tuple[float, list[float]]]
 """A call and the instants to score → the predicted duration, and P(returns within H) at each instant."""
 
 
@@ -87,11 +87,13 @@ def sampled_instants(duration_s: float) -> list[float]:
     return sorted({0.0, *(a for a in (*quarters, *OFFSETS_S) if 0 < a < duration_s)})
 
 
-def claude_code_sessions(path: Path) -> list[list[ToolCall]]:
+def claude_code_sessions(path: Path) -> list[list[TracedToolCall]]:
     """Each session's tool calls with a measured duration (`dur_s` not null), sub-agents' included."""
     return [
         [
-            ToolCall(str(record["session"]), ToolKey.of(tool["name"], tool.get("prog")), tool["dur_s"], tool["t_use"])
+            TracedToolCall(
+                str(record["session"]), ToolKey.of(tool["name"], tool.get("prog")), tool["dur_s"], tool["t_use"]
+            )
             for call in record["calls"]
             for tool in call["tools"]
             if tool.get("dur_s") is not None
@@ -100,18 +102,18 @@ def claude_code_sessions(path: Path) -> list[list[ToolCall]]:
     ]
 
 
-def workload_sessions(workload: Workload) -> list[list[ToolCall]]:
+def workload_sessions(workload: Workload) -> list[list[TracedToolCall]]:
     """The tool gaps of every script (each sub-agent its own session), keyed as the loader names their tools."""
     return [calls for script in workload.scripts for calls in _script_sessions(script)]
 
 
-def _script_sessions(script: SessionScript) -> Iterator[list[ToolCall]]:
-    calls: list[ToolCall] = []
+def _script_sessions(script: SessionScript) -> Iterator[list[TracedToolCall]]:
+    calls: list[TracedToolCall] = []
     clock = 0.0
     for spec in script.requests:
         if spec.gap_kind == "tool":
             key = ToolKey.of(spec.tool, spec.program)
-            calls.append(ToolCall(script.id, key, spec.gap_before_s, clock, spec.hints or DurationHints()))
+            calls.append(TracedToolCall(script.id, key, spec.gap_before_s, clock, spec.hints or DurationHints()))
             clock += spec.gap_before_s
     yield calls
     for launch in script.subagents:
@@ -119,7 +121,7 @@ def _script_sessions(script: SessionScript) -> Iterator[list[ToolCall]]:
 
 
 def _statistic_prediction(
-    forecaster: Forecaster, rule: Callable[[list[float]], float], call: ToolCall, longer_than: float
+    forecaster: Forecaster, rule: Callable[[list[float]], float], call: TracedToolCall, longer_than: float
 ) -> float:
     """The statistic of the sample the binary rules use (the tool's durations longer than `longer_than`, else every
     tool's), else the default; the sleep is a floor and the timeout a cap, as for the bounds."""
@@ -139,7 +141,7 @@ def _binary(first: float, reestimate: Callable[[float], float], instants: Sequen
 
 
 def _tao(forecaster: Forecaster) -> Scorer:
-    def score(call: ToolCall, instants: Sequence[float]) -> tuple[float, list[float]]:
+    def score(call: TracedToolCall, instants: Sequence[float]) -> tuple[float, list[float]]:
         forecast = forecaster.forecast(call.key, call.hints, call.session, 0.0)
         probabilities = forecast.return_probabilities(np.asarray(instants, dtype=np.float64), PAPER_HORIZON_S)
         return forecast.median(), probabilities.tolist()
@@ -148,7 +150,7 @@ def _tao(forecaster: Forecaster) -> Scorer:
 
 
 def _bound(forecaster: Forecaster, rule: ReadinessRule) -> Scorer:
-    def score(call: ToolCall, instants: Sequence[float]) -> tuple[float, list[float]]:
+    def score(call: TracedToolCall, instants: Sequence[float]) -> tuple[float, list[float]]:
         first = forecaster.bound_prediction(rule, call.key, call.hints, 0.0).duration_s
 
         def reestimate(elapsed: float) -> float:
@@ -160,7 +162,7 @@ def _bound(forecaster: Forecaster, rule: ReadinessRule) -> Scorer:
 
 
 def _statistic(forecaster: Forecaster, rule: Callable[[list[float]], float]) -> Scorer:
-    def score(call: ToolCall, instants: Sequence[float]) -> tuple[float, list[float]]:
+    def score(call: TracedToolCall, instants: Sequence[float]) -> tuple[float, list[float]]:
         first = _statistic_prediction(forecaster, rule, call, 0.0)
         return _binary(first, lambda a: _statistic_prediction(forecaster, rule, call, a), instants)
 
@@ -185,7 +187,7 @@ class _Tally:
 
 def evaluate(
     dataset: str,
-    sessions: Iterable[Sequence[ToolCall]],
+    sessions: Iterable[Sequence[TracedToolCall]],
     settings: CoreSettings,
     progress: Progress | None = None,
 ) -> list[EstimatorFigures]:
@@ -201,11 +203,11 @@ def evaluate(
     }
     tallies = {name: _Tally() for name in scorers}
 
-    def learn(call: ToolCall) -> None:
+    def learn(call: TracedToolCall) -> None:
         forecaster.learn_call(call.key, call.hints, call.duration_s, call.session)
 
     for calls in sessions:
-        pending: list[tuple[float, int, ToolCall]] = []  # calls started and not yet returned, by their end
+        pending: list[tuple[float, int, TracedToolCall]] = []  # calls started and not yet returned, by their end
         for index, call in enumerate(sorted(calls, key=lambda c: c.started_at)):
             while pending and pending[0][0] <= call.started_at:
                 learn(heapq.heappop(pending)[2])
@@ -236,9 +238,9 @@ def evaluate(
     ]
 
 
-def datasets(folder: Path) -> dict[str, tuple[Path, Callable[[Path], list[list[ToolCall]]]]]:
+def datasets(folder: Path) -> dict[str, tuple[Path, Callable[[Path], list[list[TracedToolCall]]]]]:
     return {
-        "claude-code-sessions": (folder / CLAUDE_CODE, claude_code_sessions),
+        "claude-code-sessions": (folder / CLAUDE_CODE_TRACE, claude_code_sessions),
         "mini-swe-agent": (
             folder / "mini_swe_agent/steps_dev.jsonl.gz",
             lambda path: workload_sessions(load_mini_swe(path)),

@@ -32,11 +32,11 @@ from tao_sdk.router import SessionConfig
 
 from ..core.settings import CoreSettings
 from ..fakevllm import FakeNodeConfig, ThreadedFleet
+from ..fakevllm.config import DEFAULT_MODEL
 from ..local_coordinator import coordinator_process
 from ..progress import Progress
 from ..store import STORE_FILE
 
-MODEL = "Qwen/Qwen3-32B"
 CAPACITY = 10_000_000
 SLACK_S = 0.5
 
@@ -304,7 +304,7 @@ def _agent(
             started = time.monotonic()
             messages = [{"role": "user", "content": f"turn {turn} of a looping agent"}]
             try:
-                client.chat.completions.create(model=MODEL, messages=messages, max_tokens=2)
+                client.chat.completions.create(model=DEFAULT_MODEL, messages=messages, max_tokens=2)
             except Exception:  # counted: a call the agent saw fail
                 calls.append(_Call(started, time.monotonic(), False, failed=True))
             else:

@@ -33,11 +33,11 @@ from typing import Any
 from redis.asyncio import Redis
 
 from ..ha import LocalRedis
-from ..ha.client import close
+from ..ha.client import close_redis
 from ..progress import Progress
 from . import ha_latency
-from .ha_cluster import Agents, Call, bed, role, wait_leader
-from .ha_load import Ledger, LoadProcess, Stored, acked_lost, read_stored, registered_at
+from .ha_cluster import Agents, Call, Scale, bed, role, wait_leader
+from .ha_load import AckLedger, LoadProcess, StoredState, acked_lost, read_stored, registered_at
 
 REREGISTERED_S = 0.5
 """A stored `registered_at` that moved by more than this registered again. Every session registers before the
@@ -47,27 +47,14 @@ time in wall-clock time from the writer's clock (`ha/codec.py`), which moves it 
 
 
 @dataclass
-class Scale:
-    sessions: int = 500
-    sdk_sessions: int = 8
-    phase_s: float = 4.0
-    """Seconds of load before a fault, and again after it."""
-    samples: int = 1000
-    """Acquire round trips timed per configuration in the latency run."""
-    cycle_s: float = 5.0
-    """Seconds between two cycles (4 requests) of one raw session: an agent's model call every 5 s, so 500 sessions
-    send about 400 requests a second."""
-
-
-@dataclass
 class Outcome:
     """What one run under load left: the ledger, the SDK calls, the stored state, and who re-registered."""
 
-    ledger: Ledger
+    ledger: AckLedger
     calls: list[Call]
     sdk_errors: int
     sdk_reports_lost: int
-    stored: Stored
+    stored: StoredState
     reregistered: int
     requests_per_s: float
     """Requests the raw load sent a second (every attempt, repeats included)."""
@@ -169,7 +156,7 @@ async def _snapshot(url: str) -> tuple[dict[Any, Any], int, int]:
         held, tools = await redis.hgetall("tao:sessions"), await redis.xlen("tao:tools")
         return held, int(tools), int(await redis.get("tao:fence") or 0)
     finally:
-        await close(redis)
+        await close_redis(redis)
 
 
 def partition(scale: Scale, work: Path) -> dict[str, Any]:

@@ -27,11 +27,11 @@ import httpx2
 import tao_sdk
 
 from ..fakevllm import FakeNodeConfig, ThreadedFleet
+from ..fakevllm.config import DEFAULT_MODEL
 from ..ha import LocalRedis
 from ..local_coordinator import CoordinatorProcess, free_port, wait_ready
 
-MODEL = "Qwen/Qwen3-32B"
-CAPACITY = 1_000_000_000
+CLUSTER_NODE_CAPACITY = 1_000_000_000
 """Tokens per fake node: every session fits, so an acquire is never a wait."""
 
 
@@ -43,7 +43,7 @@ def bed(
     with ExitStack() as stack:
         fleet = stack.enter_context(ThreadedFleet(2, FakeNodeConfig(time_scale=100), kv_events=False))
         server = redis or stack.enter_context(LocalRedis())
-        nodes = [f"node-{k}={url},{CAPACITY}" for k, url in enumerate(fleet.urls)]
+        nodes = [f"node-{k}={url},{CLUSTER_NODE_CAPACITY}" for k, url in enumerate(fleet.urls)]
         yield server, stack.enter_context(replicas(count, server.url, nodes, work))
 
 
@@ -102,6 +102,19 @@ def wait_leader(running: Sequence[CoordinatorProcess], timeout_s: float = 20.0) 
             return leading[0]
         time.sleep(0.05)
     raise RuntimeError(f"no single leader among {[r.url for r in running]} within {timeout_s:g} s")
+
+
+@dataclass
+class Scale:
+    sessions: int = 500
+    sdk_sessions: int = 8
+    phase_s: float = 4.0
+    """Seconds of load before a fault, and again after it."""
+    samples: int = 1000
+    """Acquire round trips timed per configuration in the latency run."""
+    cycle_s: float = 5.0
+    """Seconds between two cycles (4 requests) of one raw session: an agent's model call every 5 s, so 500 sessions
+    send about 400 requests a second."""
 
 
 @dataclass
@@ -175,7 +188,7 @@ class Agents:
             with s.tool("bash", command="true"):
                 pass
             messages = [{"role": "user", "content": f"turn {turn} of agent {k}"}]
-            client.chat.completions.create(model=MODEL, messages=messages, max_tokens=2)
+            client.chat.completions.create(model=DEFAULT_MODEL, messages=messages, max_tokens=2)
             self.calls[k].append(Call(started, time.monotonic(), True))
         except Exception as error:  # what the benchmark counts
             self.calls[k].append(Call(started, time.monotonic(), False))

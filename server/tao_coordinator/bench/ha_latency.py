@@ -12,19 +12,16 @@ import asyncio
 import statistics
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiohttp
 
 from ..fakevllm import FakeNodeConfig, ThreadedFleet
 from ..local_coordinator import coordinator_process
 from ..progress import Progress
-from .ha_cluster import CAPACITY, bed, wait_leader
+from .ha_cluster import CLUSTER_NODE_CAPACITY, Scale, bed, wait_leader
 from .ha_load import LoadProcess
 from .planner_replay import percentile
-
-if TYPE_CHECKING:
-    from .ha import Scale
 
 
 async def _probe(urls: list[str], samples: int, progress: Progress) -> list[float]:
@@ -68,7 +65,7 @@ def _timed(urls: list[str], scale: Scale, label: str) -> dict[str, float]:
 
 def latency(scale: Scale, work: Path) -> dict[str, Any]:
     with ThreadedFleet(2, FakeNodeConfig(time_scale=100), kv_events=False) as fleet:
-        nodes = [f"node-{k}={url},{CAPACITY}" for k, url in enumerate(fleet.urls)]
+        nodes = [f"node-{k}={url},{CLUSTER_NODE_CAPACITY}" for k, url in enumerate(fleet.urls)]
         with coordinator_process(nodes) as single:
             sqlite = _timed([single.url], scale, "single process, SQLite")
     with bed(2, work) as (_, running):

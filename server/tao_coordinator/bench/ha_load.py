@@ -34,14 +34,14 @@ from redis.asyncio import Redis
 from tao_sdk import protocol
 from tao_sdk.replicas import Replicas
 
-from ..ha.client import close
+from ..ha.client import close_redis
 
 RETRY_S = 0.02
 GIVE_UP_S = 30.0
 
 
 @dataclass
-class Ledger:
+class AckLedger:
     acked_calls: Counter[str] = field(default_factory=Counter)
     acked_tools: dict[str, list[str]] = field(default_factory=dict)
     acquired: list[tuple[float, float]] = field(default_factory=list)
@@ -72,7 +72,7 @@ class RawLoad:
         self.replicas = Replicas(tuple(urls))
         self.ids = [f"{prefix}-{k}" for k in range(sessions)]
         self.cycle_s = cycle_s
-        self.ledger = Ledger()
+        self.ledger = AckLedger()
         self.requests = 0
 
     async def run(self, stop: asyncio.Event, registered: asyncio.Event | None = None) -> None:
@@ -172,7 +172,7 @@ class LoadProcess:
         self.process.start()
         await asyncio.to_thread(self._pipe.recv)
 
-    async def stop(self) -> Ledger:
+    async def stop(self) -> AckLedger:
         """Stop the sessions (requests in flight are answered first) and return what they were told."""
         self._pipe.send("stop")
         ledger, self.requests = await asyncio.to_thread(self._pipe.recv)
@@ -197,14 +197,14 @@ def _serve(urls: list[str], sessions: int, cycle_s: float, prefix: str, pipe: Co
 
 
 @dataclass
-class Stored:
+class StoredState:
     """What Redis holds at the end: per session its record's fields, and every tool end's program."""
 
     records: dict[str, dict[str, Any]]
     programs: Counter[str]
 
 
-async def read_stored(url: str, prefix: str = "tao") -> Stored:
+async def read_stored(url: str, prefix: str = "tao") -> StoredState:
     redis = Redis.from_url(url)
     try:
         raw = await redis.hgetall(f"{prefix}:sessions")
@@ -213,18 +213,18 @@ async def read_stored(url: str, prefix: str = "tao") -> Stored:
         for _, fields in await redis.xrange(f"{prefix}:tools") or []:
             programs[_text((fields or {})[b"program"])] += 1
     finally:
-        await close(redis)
-    return Stored(records, programs)
+        await close_redis(redis)
+    return StoredState(records, programs)
 
 
-def acked_lost(ledger: Ledger, stored: Stored) -> int:
+def acked_lost(ledger: AckLedger, stored: StoredState) -> int:
     """Acknowledged `llm_end`s the stored `completed_calls` fall short of, plus acknowledged tool ends not stored."""
     calls = sum(max(0, n - stored.records.get(s, {}).get("completed_calls", 0)) for s, n in ledger.acked_calls.items())
     tools = sum(stored.programs[p] == 0 for programs in ledger.acked_tools.values() for p in programs)
     return int(calls + tools)
 
 
-def registered_at(stored: Stored) -> dict[str, float]:
+def registered_at(stored: StoredState) -> dict[str, float]:
     return {s: float(r["registered_at"]) for s, r in stored.records.items()}
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..ha import RedisNotInstalled
 from . import ha
+from .ha_cluster import Scale
 
 
 def _counts(text: str) -> list[int] | None:
@@ -31,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    scale = ha.Scale(args.ha_sessions, args.ha_sdk_sessions, args.ha_phase_s, args.samples, args.ha_cycle_s)
+    scale = Scale(args.ha_sessions, args.ha_sdk_sessions, args.ha_phase_s, args.samples, args.ha_cycle_s)
     sdk_log = logging.getLogger("tao_sdk")
     level = sdk_log.level
     sdk_log.setLevel(logging.ERROR)  # each failover is logged by every SDK session: expected here, and noise

@@ -225,7 +225,7 @@ def _report(process: _Process, args: argparse.Namespace) -> tuple[int, int, list
     return before, after, samples, seconds
 
 
-def measure(args: argparse.Namespace) -> MemoryFigures:
+def measure_memory(args: argparse.Namespace) -> MemoryFigures:
     from ..core.forecast import ToolKey
     from ..fakevllm.fleet import ThreadedFleet
 
@@ -287,7 +287,7 @@ def run(args: argparse.Namespace) -> int:
     if not Path("/proc/self/status").exists():
         print("tao bench memory: reads VmRSS from /proc, so it runs on Linux only", file=sys.stderr)
         return 2
-    f = measure(args)
+    f = measure_memory(args)
     print(f"{f.tools:,} distinct tools reported in {f.seconds:.1f} s ({f.pairs_per_s:,.0f} start/end pairs/s)")
     print(
         f"coordinator RSS: {_mib(f.rss_before_bytes)} warmed up, peak {_mib(f.rss_peak_bytes)}, "

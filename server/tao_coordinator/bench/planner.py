@@ -30,7 +30,7 @@ from ..sim.workloads import Workload, traces_dir
 if TYPE_CHECKING:
     from .planner_replay import Case, Row
 
-SYNTHETIC = "synthetic:claude-code"
+SYNTHETIC_TRACE = "synthetic:claude-code"
 SIZE_PROFILE = "h100-tp4"
 SIZE_EVERY = 5
 SIZE_SNAPSHOTS = 200
@@ -44,7 +44,7 @@ PLANNERS = ("tao", "tao-no-dp")
 """The policies whose planner can be timed (`planner_replay.TIMED_PLANNERS` builds them)."""
 
 
-def render(rows: list[Row]) -> str:
+def planner_table(rows: list[Row]) -> str:
     header = (
         f"{'workload':<44} {'sess×nodes':>10} {'plans':>6} {'cand':>5} {'mean ms':>8} {'p50 ms':>7} {'p95 ms':>7}"
         f" {'max ms':>7} {'exact':>6} {'MILP':>7} {'gap=0':>6} {'gap max':>8}  methods"
@@ -87,7 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--sizes",
-        help=f"comma-separated SESSIONSxNODES, e.g. 1024x64: {SYNTHETIC} with that many sessions, all concurrent,"
+        help=f"comma-separated SESSIONSxNODES, e.g. 1024x64: {SYNTHETIC_TRACE} with that many sessions, all concurrent,"
         f" on that many {SIZE_PROFILE} nodes",
     )
     parser.add_argument(
@@ -161,7 +161,7 @@ def plan_cases(args: argparse.Namespace) -> list[Case]:
     for sessions, nodes in parse_sizes(sizes) if sizes else ():
         profile = args.node_profile or SIZE_PROFILE
         every, limit = args.every or SIZE_EVERY, args.snapshots or SIZE_SNAPSHOTS
-        cases.append(Case(SYNTHETIC, sessions, nodes, profile, sessions, every, limit))
+        cases.append(Case(SYNTHETIC_TRACE, sessions, nodes, profile, sessions, every, limit))
     return cases
 
 
@@ -178,7 +178,7 @@ def load_workloads(cases: list[Case], seed: int) -> dict[tuple[str, str, int], W
 
 
 def run(args: argparse.Namespace) -> int:
-    from .planner_replay import measure
+    from .planner_replay import replay_case
 
     try:
         cases = plan_cases(args)
@@ -189,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for case in cases:
         workload = workloads[(case.trace, case.node_profile, case.synthetic_sessions)]
-        row = measure(case, workload, args.policy, args.milp_samples, args.milp_time_limit, args.seed)
+        row = replay_case(case, workload, args.policy, args.milp_samples, args.milp_time_limit, args.seed)
         print(
             f"{_short(case.trace)} {case.concurrency}×{case.nodes} {case.node_profile}: {row.replay_plans} plans"
             f" replayed in {row.replay_s:.0f} s{' (stopped early)' if row.stopped_early else ''}, {row.plans}"
@@ -197,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         rows.append(row)
-    print(render(rows))
+    print(planner_table(rows))
     if args.json:
         args.json.write_text(json.dumps([asdict(row) for row in rows], indent=2) + "\n")
         print(f"wrote {args.json}")

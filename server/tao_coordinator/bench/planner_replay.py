@@ -182,7 +182,7 @@ def milp_gaps(snapshots: list[Snapshot], plans: list[Plan], policy: TaoPolicy, t
     return gaps
 
 
-def measure(
+def replay_case(
     case: Case, workload: Workload, policy_name: str, milp_samples: int, milp_time_limit_s: float, seed: int
 ) -> Row:
     started = time.perf_counter()

@@ -27,10 +27,8 @@ import httpx2
 from tao_sdk.sessions import PLACEHOLDER_OPENAI
 from tao_sdk.transport import TaoTransport
 
-from ..fakevllm.config import FakeNodeConfig
+from ..fakevllm.config import DEFAULT_MODEL, FakeNodeConfig
 from ..local_coordinator import local_coordinator
-
-MODEL = "Qwen/Qwen3-32B"
 
 
 class _Stopwatch(httpx2.BaseTransport):
@@ -76,10 +74,10 @@ def _measure(coordinator: str, node_url: str, calls: int) -> dict[str, list[floa
         routed = openai.OpenAI(base_url=PLACEHOLDER_OPENAI, api_key="x", http_client=httpx2.Client(transport=sdk))
 
         def direct_call() -> None:
-            direct.chat.completions.create(model=MODEL, messages=messages, max_tokens=1)
+            direct.chat.completions.create(model=DEFAULT_MODEL, messages=messages, max_tokens=1)
 
         def routed_call() -> None:
-            routed.chat.completions.create(model=MODEL, messages=messages, max_tokens=1)
+            routed.chat.completions.create(model=DEFAULT_MODEL, messages=messages, max_tokens=1)
 
         for _ in range(10):
             direct_call()

@@ -73,7 +73,18 @@ from .events import (
     ToolStart,
 )
 from .forecast import AdaptiveHorizon, Forecaster, ReadinessRule, ToolHistory
-from .model import AgentSession, CacheEvidence, EvidenceSource, Node, NodeId, NodeRates, Phase, RunningTool, SessionId
+from .model import (
+    AgentSession,
+    CacheEvidence,
+    EvidenceSource,
+    Node,
+    NodeId,
+    NodeLoad,
+    NodeRates,
+    Phase,
+    RunningTool,
+    SessionId,
+)
 from .node_rates import NodeRateFit
 from .plan import PlanFinished
 from .planner import Planner, PlannerStats
@@ -533,10 +544,7 @@ class Coordinator:
             self._demotions.scraped(event.node_id, event.healthy),
             event.prefix_hit_rate,
             version=0 if previous is None else previous.version + 1,
-            running=event.running,
-            waiting=event.waiting,
-            kv_usage=event.kv_usage,
-            preemptions=event.preemptions,
+            load=event.load,
         )
         node = self._with_rates(node, event, previous, now)
         target = self._policy.node_target(previous, node, self._settings, now, self._pool_tokens())
@@ -664,7 +672,7 @@ class Coordinator:
 
 
 def _without_load(node: Node) -> Node:
-    return replace(node, version=0, running=0, waiting=0, kv_usage=0.0, preemptions=0, rates=NodeRates())
+    return replace(node, version=0, load=NodeLoad(), rates=NodeRates())
 
 
 def _agent_step(session: AgentSession, event: Acquire) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from .errors import InvalidEvent
-from .model import AgentProfile, BlockRun, DurationHints, NodeId, SessionId, Tier
+from .model import AgentProfile, BlockRun, DurationHints, NodeId, NodeLoad, SessionId, Tier
 
 
 def _require_id(name: str, value: str) -> None:
@@ -219,14 +219,7 @@ class NodeUpdate:
     block_size: int = 16
     healthy: bool = True
     prefix_hit_rate: float = 0.0
-    running: int = 0
-    """`vllm:num_requests_running` at the scrape."""
-    waiting: int = 0
-    """`vllm:num_requests_waiting` at the scrape."""
-    kv_usage: float = 0.0
-    """`vllm:kv_cache_usage_perc` at the scrape, in [0, 1]."""
-    preemptions: int = 0
-    """`vllm:num_preemptions_total` at the scrape: a counter, it only grows while the node runs."""
+    load: NodeLoad = field(default_factory=NodeLoad)
     cpu_capacity_tokens: int = 0
     """KV tokens the node's CPU offloading tier holds (0: no tier)."""
     counters: EngineCounters | None = None
@@ -236,11 +229,11 @@ class NodeUpdate:
         _require_id("node_id", self.node_id)
         _require_count("capacity_tokens", self.capacity_tokens)
         _require_count("cpu_capacity_tokens", self.cpu_capacity_tokens)
-        _require_count("running", self.running)
-        _require_count("waiting", self.waiting)
-        _require_count("preemptions", self.preemptions)
-        if not 0.0 <= self.kv_usage <= 1.0:
-            raise InvalidEvent("kv_usage", f"must be within [0, 1], got {self.kv_usage!r}")
+        _require_count("running", self.load.running)
+        _require_count("waiting", self.load.waiting)
+        _require_count("preemptions", self.load.preemptions)
+        if not 0.0 <= self.load.kv_usage <= 1.0:
+            raise InvalidEvent("kv_usage", f"must be within [0, 1], got {self.load.kv_usage!r}")
         if isinstance(self.block_size, bool) or not isinstance(self.block_size, int) or self.block_size < 1:
             raise InvalidEvent("block_size", f"must be a positive integer, got {self.block_size!r}")
         if not 0.0 <= self.prefix_hit_rate <= 1.0:

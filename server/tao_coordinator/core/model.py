@@ -237,6 +237,20 @@ class NodeRates:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeLoad:
+    """A node's load as its last `/metrics` scrape showed it (what a load-aware router reads); all 0 before one."""
+
+    running: int = 0
+    """`vllm:num_requests_running`: requests in the node's running batch."""
+    waiting: int = 0
+    """`vllm:num_requests_waiting`: requests queued inside the node."""
+    kv_usage: float = 0.0
+    """`vllm:kv_cache_usage_perc`: share of the node's KV blocks held by live requests, in [0, 1]."""
+    preemptions: int = 0
+    """`vllm:num_preemptions_total`: a counter, it only grows while the node runs."""
+
+
+@dataclass(frozen=True, slots=True)
 class Node:
     """One vLLM node: its KV capacity as observed, and whether it is healthy."""
 
@@ -248,14 +262,7 @@ class Node:
     prefix_hit_rate: float = 0.0
     """Observed share of prompt tokens served from the prefix cache, in [0, 1]."""
     version: int = 0
-    running: int = 0
-    """Requests running on the node at the last scrape (what a load-aware router reads from `/metrics`)."""
-    waiting: int = 0
-    """Requests queued inside the node at the last scrape."""
-    kv_usage: float = 0.0
-    """Share of the node's KV blocks held by live requests at the last scrape, in [0, 1]."""
-    preemptions: int = 0
-    """vLLM's preemption counter at the last scrape."""
+    load: NodeLoad = NodeLoad()
     utilization_target: float | None = None
     """The share of `capacity_tokens` the planner may fill here, when the policy adapts it per node (see
     `policies/admission.py`); None: `CoreSettings.utilization_target`."""

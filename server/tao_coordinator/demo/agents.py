@@ -19,9 +19,9 @@ from typing import Any
 
 import tao_sdk
 
+from ..fakevllm.config import DEFAULT_MODEL
 from ..sim.workloads import SessionScript
 
-MODEL = "Qwen/Qwen3-32B"
 SYSTEM_PROMPT_TOKENS = 192
 TEMPLATE_TOKENS_PER_MESSAGE = 6
 
@@ -101,7 +101,11 @@ async def _sleep(seconds: float) -> None:
 
 async def _complete(client: Any, messages: list[dict[str, Any]], max_tokens: int, call: CallRecord) -> str:
     stream = await client.chat.completions.create(
-        model=MODEL, messages=messages, max_tokens=max_tokens, stream=True, stream_options={"include_usage": True}
+        model=DEFAULT_MODEL,
+        messages=messages,
+        max_tokens=max_tokens,
+        stream=True,
+        stream_options={"include_usage": True},
     )
     parts: list[str] = []
     async for chunk in stream:

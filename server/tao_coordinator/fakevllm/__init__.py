@@ -5,31 +5,31 @@ pointing it at `vllm serve` (0.33 formats): prefix-cache hits, queueing, preempt
 `tao_coordinator.sim.node`, sped up by `time_scale`. No GPU, no model weights: the text is filler or scripted
 (tool calls for harness tests). See docs/fake-vllm.md.
 
-Entry points: `FakeNode` / `FakeFleet` / `ThreadedFleet` (in-process servers on loopback ports), `create_app`
+Entry points: `FakeNode` / `FakeFleet` / `ThreadedFleet` (in-process servers on loopback ports), `create_node_app`
 (the aiohttp application), `tao fake-vllm` (`fakevllm.cli`) and `tao bench fake-vllm` (`fakevllm.bench`).
 """
 
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .app import create_app
+    from .app import create_node_app
     from .config import FakeNodeConfig
     from .fleet import FakeFleet, FakeNode, ThreadedFleet
     from .kv_publisher import KvEventsConfig
-    from .policy import Match, Policy, Script, Step, load_policy
+    from .policy import Match, ReplyPolicy, ReplyStep, Script, load_policy
     from .service import NodeService
 
 _LAZY = {
-    "create_app": "app",
+    "create_node_app": "app",
     "FakeNodeConfig": "config",
     "FakeFleet": "fleet",
     "FakeNode": "fleet",
     "ThreadedFleet": "fleet",
     "KvEventsConfig": "kv_publisher",
     "Match": "policy",
-    "Policy": "policy",
+    "ReplyPolicy": "policy",
     "Script": "policy",
-    "Step": "policy",
+    "ReplyStep": "policy",
     "load_policy": "policy",
     "NodeService": "service",
 }
@@ -54,10 +54,10 @@ __all__ = [
     "KvEventsConfig",
     "Match",
     "NodeService",
-    "Policy",
+    "ReplyPolicy",
+    "ReplyStep",
     "Script",
-    "Step",
     "ThreadedFleet",
-    "create_app",
+    "create_node_app",
     "load_policy",
 ]

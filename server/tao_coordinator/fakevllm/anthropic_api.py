@@ -28,16 +28,25 @@ from typing import Any
 
 from aiohttp import web
 
-from . import openai_shapes as shapes
-from . import tokenizer
 from .anthropic_convert import to_openai
 from .errors import ApiError, anthropic_stream_error
-from .http_common import SERVICE, check_model, dumps, generate, open_stream, read_body, request_meta, sse_event
+from .http_common import (
+    NODE_SERVICE,
+    check_model,
+    dumps,
+    open_stream,
+    read_request_model,
+    request_meta,
+    run_generation,
+    sse_event,
+)
+from .openai_shapes import created_cache_tokens, finish_reason
 from .policy import Conversation
-from .reply import Progress
+from .reply import ReplyProgress
 from .schemas import AnthropicCountTokensRequest, AnthropicMessagesRequest
 from .service import Generation, GenerationSpec, NodeService
 from .template import render_chat
+from .tokenizer import count, encode
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 
@@ -52,13 +61,13 @@ def _anthropic_errors() -> Iterator[None]:
 
 
 async def messages(request: web.Request) -> web.StreamResponse:
-    service = request.app[SERVICE]
-    body = await read_body(request, AnthropicMessagesRequest)
+    service = request.app[NODE_SERVICE]
+    body = await read_request_model(request, AnthropicMessagesRequest)
     with _anthropic_errors():
         model = check_model(service, body.model)
         meta = request_meta(request.headers, None, 0, body.vllm_xargs)
         openai_messages, tools = to_openai(body)
-        prompt = tokenizer.encode(render_chat(openai_messages, tools))
+        prompt = encode(render_chat(openai_messages, tools))
         spec = GenerationSpec(
             meta.request_id,
             prompt,
@@ -70,7 +79,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
             max_tokens_param="max_completion_tokens",  # vLLM sets both max_tokens and max_completion_tokens
             data_parallel_rank=meta.data_parallel_rank,
         )
-        generation = await generate(request, service, spec, bool(body.stream), anthropic_stream_error)
+        generation = await run_generation(request, service, spec, bool(body.stream), anthropic_stream_error)
         if isinstance(generation, web.StreamResponse):
             return generation
     message_id = f"chatcmpl-{meta.request_id}"
@@ -95,17 +104,19 @@ async def messages(request: web.Request) -> web.StreamResponse:
 
 
 async def count_tokens(request: web.Request) -> web.Response:
-    service = request.app[SERVICE]
-    body = await read_body(request, AnthropicCountTokensRequest)
+    service = request.app[NODE_SERVICE]
+    body = await read_request_model(request, AnthropicCountTokensRequest)
     with _anthropic_errors():
         check_model(service, body.model)
         openai_messages, tools = to_openai(body)
-        count = tokenizer.count(render_chat(openai_messages, tools))
-    return web.json_response({"input_tokens": count, "context_management": {"original_input_tokens": count}})
+        input_tokens = count(render_chat(openai_messages, tools))
+    return web.json_response(
+        {"input_tokens": input_tokens, "context_management": {"original_input_tokens": input_tokens}}
+    )
 
 
 def _stop_reason(generation: Generation) -> str | None:
-    return STOP_REASONS.get(shapes.finish_reason(generation))
+    return STOP_REASONS.get(finish_reason(generation))
 
 
 def _usage(generation: Generation, service: NodeService) -> dict[str, int]:
@@ -113,7 +124,7 @@ def _usage(generation: Generation, service: NodeService) -> dict[str, int]:
     output = finished.completion_tokens if finished is not None else generation.ticket.generated
     if not service.config.enable_prompt_tokens_details or finished is None:
         return {"input_tokens": generation.prompt_tokens, "output_tokens": output}
-    read, created = finished.cached_tokens, shapes.created_cache_tokens(generation)
+    read, created = finished.cached_tokens, created_cache_tokens(generation)
     return {
         "input_tokens": generation.prompt_tokens - read - created,
         "output_tokens": output,
@@ -148,7 +159,7 @@ class _BlockStream:
             previous = current
         return out
 
-    def _token_events(self, previous: Progress, current: Progress) -> list[bytes]:
+    def _token_events(self, previous: ReplyProgress, current: ReplyProgress) -> list[bytes]:
         out: list[bytes] = []
         text = self._layout.reply.content[previous.content_chars : current.content_chars]
         if text:

@@ -16,7 +16,7 @@ from typing import Any
 
 from .errors import BadRequest
 from .schemas import AnthropicCountTokensRequest
-from .template import dumps
+from .template import template_json
 
 BILLING_HEADER = "x-anthropic-billing-header"
 
@@ -87,7 +87,7 @@ def _tool_call(block: dict[str, Any], index: int) -> dict[str, Any]:
     name = block.get("name")
     if not isinstance(name, str):
         raise BadRequest(f"messages[{index}].content: a tool_use block needs a string 'name'")
-    arguments = dumps(block.get("input") or {})
+    arguments = template_json(block.get("input") or {})
     return {"id": block.get("id") or "", "type": "function", "function": {"name": name, "arguments": arguments}}
 
 

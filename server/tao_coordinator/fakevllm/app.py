@@ -17,20 +17,20 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 from pydantic import ValidationError
 
-from . import tokenizer
 from .anthropic_api import count_tokens, messages
 from .config import VLLM_VERSION, FakeNodeConfig
 from .errors import BadRequest
 from .faults import Faults, faulty_metrics
-from .http_common import SERVICE, check_model, dumps
+from .http_common import NODE_SERVICE, check_model, dumps
 from .lora_api import load_lora_adapter, unload_lora_adapter
 from .metrics import CONTENT_TYPE
-from .middleware import error_middleware
+from .middleware import api_error_middleware
 from .openai_api import chat_completions, completions
-from .policy import Policy
+from .policy import ReplyPolicy
 from .schemas import ChatCompletionRequest, TokenizeRequest, parse_body
 from .service import NodeService
 from .template import render_chat
+from .tokenizer import encode
 
 
 class FaultSwitch:
@@ -45,7 +45,7 @@ FAULTS = web.AppKey("faults", FaultSwitch)
 
 async def health(request: web.Request) -> web.Response:
     """Empty 200 while the engine loop runs; 503 once it died (vLLM: EngineDeadError)."""
-    return web.Response(status=200 if request.app[SERVICE].driver.alive else 503)
+    return web.Response(status=200 if request.app[NODE_SERVICE].driver.alive else 503)
 
 
 async def version(request: web.Request) -> web.Response:
@@ -53,11 +53,11 @@ async def version(request: web.Request) -> web.Response:
 
 
 async def load(request: web.Request) -> web.Response:
-    return web.json_response({"server_load": request.app[SERVICE].driver.in_flight})
+    return web.json_response({"server_load": request.app[NODE_SERVICE].driver.in_flight})
 
 
 async def models(request: web.Request) -> web.Response:
-    service = request.app[SERVICE]
+    service = request.app[NODE_SERVICE]
     listed = service.models.model_list(int(service.started), service.max_model_len)
     return web.json_response(listed, dumps=dumps)
 
@@ -66,13 +66,13 @@ async def metrics(request: web.Request) -> web.Response:
     faults = request.app[FAULTS].faults
     if faults.metrics_delay_s > 0:
         await asyncio.sleep(faults.metrics_delay_s)
-    body = faulty_metrics(faults, request.app[SERVICE].metrics.render())
+    body = faulty_metrics(faults, request.app[NODE_SERVICE].metrics.render())
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
 
 async def kv_event_sources(request: web.Request) -> web.Response:
     """vLLM ≥ 0.31: an object keyed by data-parallel rank (`"0"`: the fake's one rank), empty without KV events."""
-    publisher = request.app[SERVICE].publisher
+    publisher = request.app[NODE_SERVICE].publisher
     if publisher is None:
         return web.json_response({})
     source = {
@@ -85,13 +85,13 @@ async def kv_event_sources(request: web.Request) -> web.Response:
 
 async def reset_prefix_cache(request: web.Request) -> web.Response:
     reset_external = request.query.get("reset_external", "false").lower() == "true"
-    if not request.app[SERVICE].reset_prefix_cache(reset_external):
+    if not request.app[NODE_SERVICE].reset_prefix_cache(reset_external):
         raise BadRequest("Failed to reset prefix cache: some blocks are still in use by running requests")
     return web.Response(status=200)
 
 
 async def tokenize(request: web.Request) -> web.Response:
-    service = request.app[SERVICE]
+    service = request.app[NODE_SERVICE]
     body = parse_body(await request.read(), TokenizeRequest)
     check_model(service, body.model)
     if body.messages is not None:
@@ -101,20 +101,20 @@ async def tokenize(request: web.Request) -> web.Response:
         text = body.prompt
     else:
         raise BadRequest("tokenize: give either 'prompt' or 'messages'")
-    tokens = tokenizer.encode(text)
+    tokens = encode(text)
     return web.json_response({"count": len(tokens), "max_model_len": service.max_model_len, "tokens": tokens})
 
 
 async def get_policy(request: web.Request) -> web.Response:
-    return web.json_response(request.app[SERVICE].policy.model_dump(exclude_none=True))
+    return web.json_response(request.app[NODE_SERVICE].policy.model_dump(exclude_none=True))
 
 
 async def put_policy(request: web.Request) -> web.Response:
     try:
-        policy = Policy.model_validate_json(await request.read())
+        policy = ReplyPolicy.model_validate_json(await request.read())
     except ValidationError as error:
         raise BadRequest(f"invalid policy: {error}") from None
-    request.app[SERVICE].policy = policy
+    request.app[NODE_SERVICE].policy = policy
     return web.json_response(policy.model_dump(exclude_none=True))
 
 
@@ -132,19 +132,19 @@ async def put_faults(request: web.Request) -> web.Response:
 
 
 async def restart(request: web.Request) -> web.Response:
-    request.app[SERVICE].restart()
+    request.app[NODE_SERVICE].restart()
     return web.Response(status=200)
 
 
-def create_app(config: FakeNodeConfig) -> web.Application:
-    app = web.Application(middlewares=[error_middleware], client_max_size=256 * 1024 * 1024)
-    app[SERVICE] = NodeService(config)
+def create_node_app(config: FakeNodeConfig) -> web.Application:
+    app = web.Application(middlewares=[api_error_middleware], client_max_size=256 * 1024 * 1024)
+    app[NODE_SERVICE] = NodeService(config)
     app[FAULTS] = FaultSwitch()
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
-        await app[SERVICE].start()
+        await app[NODE_SERVICE].start()
         yield
-        await app[SERVICE].stop()
+        await app[NODE_SERVICE].stop()
 
     app.cleanup_ctx.append(lifecycle)
     routes = app.router

@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import json
 import math
-import socket
 import statistics
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..local_coordinator import free_port
 from ..sim.node import UnknownProfile, profile_by_name
 from .tokenizer import filler_pieces
 
@@ -35,7 +35,7 @@ HEALTH_TIMEOUT_S = 30.0
 
 
 @dataclass
-class Outcome:
+class RequestOutcome:
     latency: float
     ttft: float
     chunks: int
@@ -71,12 +71,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-tokens", type=int, default=64, help="output tokens per request")
     parser.add_argument("--startup-trials", type=int, default=3, help="servers spawned to time startup")
     parser.add_argument("--json", type=Path, help="write the figures as JSON to this file")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def spawn_server(port: int, args: argparse.Namespace) -> subprocess.Popen[bytes]:
@@ -127,7 +121,9 @@ async def measure_startup(args: argparse.Namespace) -> list[float]:
     return times
 
 
-async def one_request(session: aiohttp.ClientSession, url: str, body: dict[str, object], max_tokens: int) -> Outcome:
+async def one_request(
+    session: aiohttp.ClientSession, url: str, body: dict[str, object], max_tokens: int
+) -> RequestOutcome:
     started = time.monotonic()
     ttft: float | None = None
     chunks, usage, done = 0, None, False
@@ -149,7 +145,9 @@ async def one_request(session: aiohttp.ClientSession, url: str, body: dict[str, 
     if not done or usage is None or chunks != max_tokens or ttft is None:
         raise RuntimeError(f"incomplete stream: done={done} usage={usage is not None} chunks={chunks}/{max_tokens}")
     details = usage.get("prompt_tokens_details") or {}
-    return Outcome(time.monotonic() - started, ttft, chunks, usage["prompt_tokens"], details.get("cached_tokens", 0))
+    return RequestOutcome(
+        time.monotonic() - started, ttft, chunks, usage["prompt_tokens"], details.get("cached_tokens", 0)
+    )
 
 
 def request_body(index: int, args: argparse.Namespace, system: str) -> dict[str, object]:
@@ -163,12 +161,12 @@ def request_body(index: int, args: argparse.Namespace, system: str) -> dict[str,
     }
 
 
-async def run_load(url: str, args: argparse.Namespace) -> tuple[list[Outcome], list[str], float]:
+async def run_load(url: str, args: argparse.Namespace) -> tuple[list[RequestOutcome], list[str], float]:
     import aiohttp
 
     system = "".join(filler_pieces(args.system_tokens))
     gate = asyncio.Semaphore(args.concurrency)
-    outcomes: list[Outcome] = []
+    outcomes: list[RequestOutcome] = []
     errors: list[str] = []
     connector = aiohttp.TCPConnector(limit=args.concurrency)
     timeout = aiohttp.ClientTimeout(total=600)
@@ -241,7 +239,7 @@ def print_report(report: Report) -> None:
     print("\n".join(lines))
 
 
-def to_json(report: Report) -> str:
+def report_json(report: Report) -> str:
     figures = {
         key: None if isinstance(value, float) and math.isnan(value) else value for key, value in asdict(report).items()
     }
@@ -263,6 +261,6 @@ def run(args: argparse.Namespace) -> int:
     report = asyncio.run(bench(args))
     print_report(report)
     if args.json:
-        args.json.write_text(to_json(report))
+        args.json.write_text(report_json(report))
         print(f"wrote {args.json}")
     return 1 if report.errors else 0

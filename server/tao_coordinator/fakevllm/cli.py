@@ -190,7 +190,7 @@ def build_faults(args: argparse.Namespace) -> Faults:
     )
 
 
-async def serve(config: FakeNodeConfig, faults: Faults | None = None) -> None:
+async def serve_node(config: FakeNodeConfig, faults: Faults | None = None) -> None:
     import asyncio
     import signal
 
@@ -241,7 +241,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"tao fake-vllm: {error}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(serve(config, faults))
+        asyncio.run(serve_node(config, faults))
     except (OSError, zmq.ZMQError) as error:
         print(f"tao fake-vllm: {error}", file=sys.stderr)
         return 1

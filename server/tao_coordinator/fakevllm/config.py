@@ -10,7 +10,7 @@ from ..sim.node import NodeProfile, SchedulingPolicy, profile_by_name, with_cpu_
 from .kv_publisher import KvEventsConfig
 from .kv_wire import Encoding
 from .model_cards import LoraModule, ModelCatalog
-from .policy import Policy
+from .policy import ReplyPolicy
 
 DEFAULT_MODEL = "Qwen/Qwen3-32B"
 VLLM_VERSION = "0.33.0"
@@ -43,7 +43,7 @@ class FakeNodeConfig(BaseModel):
     """None: no KV-event publisher (the node still tracks its cache)."""
     kv_events_encoding: Encoding = "map"
     """How KV events are encoded: map for vLLM >= 0.24, array for <= 0.23."""
-    policy: Policy = Field(default_factory=Policy)
+    policy: ReplyPolicy = Field(default_factory=ReplyPolicy)
     """Scripted behaviour: replies, tool calls and output lengths (docs/fake-vllm.md)."""
     enable_prompt_tokens_details: bool = True
     """vLLM's --enable-prompt-tokens-details (off by default in vLLM; on here, the fake exists to show caching)."""

@@ -6,7 +6,7 @@ Three families, as 0.33's exception handlers shape them:
   `{"error": {"message", "type", "param", "code"}}` with `type` the error class name (`BadRequestError`, ...) and
   `code` the status; Anthropic routes answer `{"type": "error", "error": {"type", "message"}}` with Anthropic's type
   names (`invalid_request_error`, `not_found_error`, `overloaded_error`). A vLLM validation error's message ends
-  with ` (parameter=…, value=…)` when it names them (`validation_error`);
+  with ` (parameter=…, value=…)` when it names them (`invalid_parameter`);
 * schema errors (`SchemaError`): raised by FastAPI's request parsing before any route code, so they are
   OpenAI-shaped on every route, with `type` "Bad Request" and `param` the field path `body.<field>`;
 * errors vLLM raises inside the engine client, after a streaming response has opened (`EngineInputError`): a plain
@@ -63,7 +63,7 @@ class EngineInputError(BadRequest):
     """A request the engine client refuses (`InputProcessor.process_inputs`): for a stream, after the 200 is sent."""
 
 
-def validation_error(message: str, *, parameter: str | None = None, value: object = None) -> BadRequest:
+def invalid_parameter(message: str, *, parameter: str | None = None, value: object = None) -> BadRequest:
     """vLLM's VLLMValidationError as its handler answers it: the parameter and value appended to the message."""
     named = [f"{label}={item}" for label, item in (("parameter", parameter), ("value", value)) if item is not None]
     return BadRequest(f"{message} ({', '.join(named)})" if named else message, param=parameter)

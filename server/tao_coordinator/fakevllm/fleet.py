@@ -23,25 +23,25 @@ from typing import TypeVar
 
 from aiohttp import web
 
-from .app import create_app
+from .app import create_node_app
 from .config import FakeNodeConfig
-from .http_common import SERVICE
+from .http_common import NODE_SERVICE
 from .kv_publisher import KvEventsConfig
 from .service import NodeService
 
-T = TypeVar("T")
+Result = TypeVar("Result")
 
 
 class FakeNode:
     def __init__(self, config: FakeNodeConfig | None = None) -> None:
         self.config = config or FakeNodeConfig()
-        self.app = create_app(self.config)
+        self.app = create_node_app(self.config)
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
 
     @property
     def service(self) -> NodeService:
-        return self.app[SERVICE]
+        return self.app[NODE_SERVICE]
 
     @property
     def url(self) -> str:
@@ -149,8 +149,8 @@ class ThreadedFleet:
     def urls(self) -> list[str]:
         return self.fleet.urls
 
-    def call(self, function: Callable[[], T], timeout: float = 10.0) -> T:
-        async def run() -> T:
+    def call(self, function: Callable[[], Result], timeout: float = 10.0) -> Result:
+        async def run() -> Result:
             return function()
 
         return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout)

@@ -22,7 +22,7 @@ from .errors import ApiError, EngineInputError, ModelNotFound
 from .schemas import Model, parse_request
 from .service import Generation, GenerationSpec, NodeService
 
-SERVICE: web.AppKey[NodeService] = web.AppKey("fake_vllm_service", NodeService)
+NODE_SERVICE: web.AppKey[NodeService] = web.AppKey("fake_vllm_service", NodeService)
 SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
 
 
@@ -63,7 +63,7 @@ def _integer(header: str | None) -> int | None:
         return None
 
 
-async def generate(
+async def run_generation(
     request: web.Request,
     service: NodeService,
     spec: GenerationSpec,
@@ -82,7 +82,7 @@ async def generate(
         return response
 
 
-async def read_body(request: web.Request, model: type[Model]) -> Model:
+async def read_request_model(request: web.Request, model: type[Model]) -> Model:
     return parse_request(await request.read(), request.headers.get("Content-Type"), model)
 
 

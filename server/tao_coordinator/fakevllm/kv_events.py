@@ -20,8 +20,8 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..core.model import BlockRun
 from ..sim.node import AllBlocksCleared, BlockRemoved, BlockStored, NodeEvent
-from ..sim.prompt import BlockRun
 from .block_ids import BlockIdRegistry
 from .hashing import event_extra_keys, external
 from .kv_wire import MEDIUM_CPU, ClearedEvent, RemovedEvent, StoredEvent, WireEvent, cpu_stored

@@ -15,7 +15,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict
 
 from .errors import BadRequest, ModelNotFound
-from .http_common import SERVICE, read_body
+from .http_common import NODE_SERVICE, read_request_model
 from .model_cards import LoraModule
 
 
@@ -39,8 +39,8 @@ class UnloadLoraAdapterRequest(BaseModel):
 
 
 async def load_lora_adapter(request: web.Request) -> web.Response:
-    service = request.app[SERVICE]
-    body = await read_body(request, LoadLoraAdapterRequest)
+    service = request.app[NODE_SERVICE]
+    body = await read_request_model(request, LoadLoraAdapterRequest)
     name = body.lora_name
     if not name or not body.lora_path:
         raise InvalidUserInput("Both 'lora_name' and 'lora_path' must be provided.")
@@ -57,8 +57,8 @@ async def load_lora_adapter(request: web.Request) -> web.Response:
 
 
 async def unload_lora_adapter(request: web.Request) -> web.Response:
-    service = request.app[SERVICE]
-    body = await read_body(request, UnloadLoraAdapterRequest)
+    service = request.app[NODE_SERVICE]
+    body = await read_request_model(request, UnloadLoraAdapterRequest)
     name = body.lora_name
     if not name:
         raise InvalidUserInput("'lora_name' needs to be provided to unload a LoRA adapter.")

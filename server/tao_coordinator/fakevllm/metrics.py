@@ -107,7 +107,7 @@ def cache_config_labels(profile: NodeProfile, kv_offloading_size: float | None =
     }
 
 
-class NodeMetrics:
+class MetricsExporter:
     def __init__(
         self, model_name: str, profile: NodeProfile, kv_offloading_size: float | None = None, engine: str = "0"
     ) -> None:

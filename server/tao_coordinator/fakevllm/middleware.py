@@ -4,10 +4,10 @@ a 500 with its message, as vLLM answers rather than dropping the connection."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from .errors import ApiError, compact, error_body, openai_error_body
 
@@ -18,11 +18,8 @@ def error_response(error: ApiError) -> web.Response:
     return web.json_response(error_body(error), status=error.status, dumps=compact)
 
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
 @web.middleware
-async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+async def api_error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except ApiError as error:

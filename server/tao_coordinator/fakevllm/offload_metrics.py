@@ -25,8 +25,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from ..sim.node import CpuTier, NodeCounters, NodeProfile
+from ..sim.node.cpu_tier import chunk_bytes
 
-PAGE_BYTES = 4096
 TRANSFER_SIZE_BUCKETS = (1e6, 5e6, 10e6, 20e6, 40e6, 60e6, 80e6, 100e6, 150e6, 200e6)
 TRANSFER_TYPES = ("CPU_to_GPU", "GPU_to_CPU")
 KV_FETCH_STAGES = ("waiting_to_start", "in_progress", "completed_waiting")
@@ -52,14 +52,13 @@ _FETCH_HELP = (
 
 def offload_config_labels(tier: CpuTier, profile: NodeProfile) -> dict[str, str]:
     """`kv_offload_config_info`'s labels as vLLM 0.33's CPUOffloadingInfo fills them (blocks_per_chunk 1)."""
-    block_bytes = profile.block_size * profile.step.kv_bytes_per_token
-    chunk_bytes = -(-block_bytes // PAGE_BYTES) * PAGE_BYTES
+    chunk = chunk_bytes(block_size=profile.block_size, kv_bytes_per_token=profile.step.kv_bytes_per_token)
     max_model_len = profile.model_len_limit
     chunks_per_request = -(-max_model_len // profile.block_size)
     return {
         "cpu_num_chunks": str(tier.num_blocks),
         "cpu_blocks_per_chunk": "1",
-        "cpu_kv_cache_size_bytes": str(tier.num_blocks * chunk_bytes),
+        "cpu_kv_cache_size_bytes": str(tier.num_blocks * chunk),
         "cpu_kv_cache_size_tokens": str(tier.num_blocks * max_model_len // chunks_per_request),
     }
 

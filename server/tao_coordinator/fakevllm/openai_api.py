@@ -17,26 +17,46 @@ from typing import Any
 
 from aiohttp import web
 
-from . import openai_shapes as shapes
-from . import tokenizer
 from .errors import BadRequest, openai_stream_error
-from .http_common import SERVICE, check_model, dumps, generate, open_stream, read_body, request_meta, sse_data
+from .http_common import (
+    NODE_SERVICE,
+    check_model,
+    dumps,
+    open_stream,
+    read_request_model,
+    request_meta,
+    run_generation,
+    sse_data,
+)
+from .openai_shapes import (
+    UsageRoute,
+    chat_chunk,
+    chat_response,
+    completion_body,
+    completion_choice,
+    content_choice,
+    finish_reason,
+    role_choice,
+    usage,
+)
+from .openai_shapes import delta as delta_of
 from .policy import Conversation
 from .schemas import ChatCompletionRequest, CompletionRequest, StreamOptions
 from .service import Generation, GenerationSpec, NodeService
 from .template import render_chat
+from .tokenizer import VOCAB_SIZE, encode
 
 DONE = b"data: [DONE]\n\n"
 ChunkFactory = Callable[[dict[str, Any], str | None, int], dict[str, Any]]
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
-    service = request.app[SERVICE]
-    body = await read_body(request, ChatCompletionRequest)
+    service = request.app[NODE_SERVICE]
+    body = await read_request_model(request, ChatCompletionRequest)
     model = check_model(service, body.model)
     meta = request_meta(request.headers, body.session_id, body.priority, body.vllm_xargs, body.request_id)
     tools = body.tools or []
-    prompt = tokenizer.encode(render_chat(body.messages, tools))
+    prompt = encode(render_chat(body.messages, tools))
     spec = GenerationSpec(
         meta.request_id,
         prompt,
@@ -48,7 +68,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         max_tokens_param=body.output_limit_param,
         data_parallel_rank=meta.data_parallel_rank,
     )
-    generation = await generate(request, service, spec, bool(body.stream), openai_stream_error)
+    generation = await run_generation(request, service, spec, bool(body.stream), openai_stream_error)
     if isinstance(generation, web.StreamResponse):
         return generation
     response_id = f"chatcmpl-{meta.request_id}"
@@ -57,13 +77,13 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
             request, service, generation, body.stream_options, _chat_factory(generation, response_id, model)
         )
     await _wait(service, generation)
-    payload = shapes.chat_response(generation, response_id, model, service.config.enable_prompt_tokens_details)
+    payload = chat_response(generation, response_id, model, service.config.enable_prompt_tokens_details)
     return web.json_response(payload, dumps=dumps, headers={"X-Request-Id": meta.request_id})
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
-    service = request.app[SERVICE]
-    body = await read_body(request, CompletionRequest)
+    service = request.app[NODE_SERVICE]
+    body = await read_request_model(request, CompletionRequest)
     model = check_model(service, body.model)
     meta = request_meta(request.headers, body.session_id, body.priority, body.vllm_xargs, body.request_id)
     prompt = _prompt_tokens(body.prompt)
@@ -79,7 +99,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
         prompt_from_text=text is not None,
         data_parallel_rank=meta.data_parallel_rank,
     )
-    generation = await generate(request, service, spec, bool(body.stream), openai_stream_error)
+    generation = await run_generation(request, service, spec, bool(body.stream), openai_stream_error)
     if isinstance(generation, web.StreamResponse):
         return generation
     response_id = f"cmpl-{meta.request_id}"
@@ -87,10 +107,10 @@ async def completions(request: web.Request) -> web.StreamResponse:
         factory = _completion_factory(generation, response_id, model)
         return await _stream(request, service, generation, body.stream_options, factory)
     await _wait(service, generation)
-    choice = shapes.completion_choice(generation.layout.reply.content, shapes.finish_reason(generation))
-    payload = shapes.completion_body(generation, response_id, model, [choice])
+    choice = completion_choice(generation.layout.reply.content, finish_reason(generation))
+    payload = completion_body(generation, response_id, model, [choice])
     payload.update(service_tier=None, system_fingerprint=None, kv_transfer_params=None)
-    payload["usage"] = shapes.usage(generation, service.config.enable_prompt_tokens_details, route="completion")
+    payload["usage"] = usage(generation, service.config.enable_prompt_tokens_details, route="completion")
     return web.json_response(payload, dumps=dumps, headers={"X-Request-Id": meta.request_id})
 
 
@@ -105,11 +125,11 @@ def _prompt_tokens(prompt: str | list[int] | list[str] | list[list[int]]) -> lis
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
         prompt = prompt[0]
     if isinstance(prompt, str):
-        return tokenizer.encode(prompt)
+        return encode(prompt)
     if prompt and not all(isinstance(token, int) for token in prompt):
         raise BadRequest("prompt: the fake vLLM server accepts one prompt per request, not a batch", param="prompt")
     tokens = [token for token in prompt if isinstance(token, int)]
-    bad = next((token for token in tokens if not 0 <= token < tokenizer.VOCAB_SIZE), None)
+    bad = next((token for token in tokens if not 0 <= token < VOCAB_SIZE), None)
     if bad is not None:
         raise BadRequest(f"Token id {bad} is out of vocabulary", param="prompt")
     return tokens
@@ -117,7 +137,7 @@ def _prompt_tokens(prompt: str | list[int] | list[str] | list[list[int]]) -> lis
 
 def _chat_factory(generation: Generation, response_id: str, model: str) -> ChunkFactory:
     def make(delta: dict[str, Any], finish: str | None, _tokens: int) -> dict[str, Any]:
-        chunk = shapes.chat_chunk(generation, response_id, model, [shapes.content_choice(delta, finish)])
+        chunk = chat_chunk(generation, response_id, model, [content_choice(delta, finish)])
         chunk["kv_transfer_params"] = None
         return chunk
 
@@ -126,8 +146,8 @@ def _chat_factory(generation: Generation, response_id: str, model: str) -> Chunk
 
 def _completion_factory(generation: Generation, response_id: str, model: str) -> ChunkFactory:
     def make(delta: dict[str, Any], finish: str | None, _tokens: int) -> dict[str, Any]:
-        choice = shapes.completion_choice(str(delta.get("content", "")), finish)
-        return shapes.completion_body(generation, response_id, model, [choice])
+        choice = completion_choice(str(delta.get("content", "")), finish)
+        return completion_body(generation, response_id, model, [choice])
 
     return make
 
@@ -160,8 +180,8 @@ async def _stream(
         if options is not None and options.include_usage:
             final = make({}, None, 0)
             final.pop("kv_transfer_params", None)
-            route: shapes.UsageRoute = "chat" if chat else "completion-stream"
-            final.update(choices=[], usage=shapes.usage(generation, details, route=route))
+            route: UsageRoute = "chat" if chat else "completion-stream"
+            final.update(choices=[], usage=usage(generation, details, route=route))
             await response.write(sse_data(final))
         await response.write(DONE)
     except (ConnectionError, asyncio.CancelledError):
@@ -190,15 +210,15 @@ class _Frames:
         """The first chat chunk: the assistant role and vLLM's null prompt fields."""
         chunk = self._make({}, None, 0)
         chunk.pop("kv_transfer_params", None)
-        chunk.update(choices=[shapes.role_choice()], prompt_token_ids=None, prompt_text=None)
+        chunk.update(choices=[role_choice()], prompt_token_ids=None, prompt_text=None)
         if self._continuous:
-            chunk["usage"] = shapes.usage(self._generation, self._details, 0)
+            chunk["usage"] = usage(self._generation, self._details, 0)
         return sse_data(chunk)
 
     def tokens(self, before: int, now: int) -> list[bytes]:
         generation = self._generation
         closing_at = now if generation.finished is not None else None
-        finish = shapes.finish_reason(generation) if closing_at is not None else None
+        finish = finish_reason(generation) if closing_at is not None else None
         frames = []
         for tokens, delta in self._deltas(before, now):
             if tokens == closing_at:
@@ -220,12 +240,12 @@ class _Frames:
         previous = layout.progress(before)
         for tokens in range(before + 1, now + 1):
             current = layout.progress(tokens)
-            deltas.append((tokens, shapes.delta(layout, previous, current)))
+            deltas.append((tokens, delta_of(layout, previous, current)))
             previous = current
         return deltas
 
     def _chunk(self, delta: dict[str, Any], finish: str | None, tokens: int) -> bytes:
         chunk = self._make(delta, finish, tokens)
         if self._continuous:
-            chunk["usage"] = shapes.usage(self._generation, self._details, tokens)
+            chunk["usage"] = usage(self._generation, self._details, tokens)
         return sse_data(chunk)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from .reply import Progress, ReplyLayout
+from .reply import ReplyLayout, ReplyProgress
 from .service import Generation
 
 UsageRoute = Literal["chat", "completion", "completion-stream"]
@@ -51,7 +51,7 @@ def created_cache_tokens(generation: Generation) -> int:
     return max(0, full_blocks * generation.block_size - cached)
 
 
-def delta(layout: ReplyLayout, before: Progress, after: Progress) -> dict[str, Any]:
+def delta(layout: ReplyLayout, before: ReplyProgress, after: ReplyProgress) -> dict[str, Any]:
     """The chat delta between two progress points (empty when nothing new is out)."""
     body: dict[str, Any] = {}
     content = layout.reply.content[before.content_chars : after.content_chars]

@@ -34,15 +34,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .reply import Reply, ToolCall
-from .template import content_text, dumps
+from .reply import Reply, ScriptedToolCall
+from .template import content_text, template_json
 from .tokenizer import filler_pieces
 
 SUBMIT_COMMAND = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 _KINDS = ("text", "filler", "bash", "submit", "tool")
 
 
-class Step(BaseModel):
+class ReplyStep(BaseModel):
     model_config = ConfigDict(extra="forbid")
     text: str | None = None
     filler: int | None = Field(default=None, ge=1)
@@ -57,7 +57,7 @@ class Step(BaseModel):
     workdir: str | None = None
 
     @model_validator(mode="after")
-    def _one_kind(self) -> Step:
+    def _one_kind(self) -> ReplyStep:
         kinds = [kind for kind in _KINDS if getattr(self, kind) not in (None, False)]
         if len(kinds) != 1:
             raise ValueError(f"a step needs exactly one of {', '.join(_KINDS)}; got {kinds or 'none'}")
@@ -74,20 +74,20 @@ class Match(BaseModel):
 class Script(BaseModel):
     model_config = ConfigDict(extra="forbid")
     match: Match = Field(default_factory=Match)
-    steps: list[Step]
+    steps: list[ReplyStep]
 
 
-class Policy(BaseModel):
+class ReplyPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid")
     default_output_tokens: int = Field(default=64, ge=1)
     filler_tokens: int | None = Field(default=None, ge=1)
     scripts: list[Script] = Field(default_factory=list)
 
 
-def load_policy(path: str | Path) -> Policy:
+def load_policy(path: str | Path) -> ReplyPolicy:
     text = Path(path).read_text(encoding="utf-8")
     data = tomllib.loads(text) if str(path).endswith(".toml") else json.loads(text)
-    return Policy.model_validate(data)
+    return ReplyPolicy.model_validate(data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +100,7 @@ class Conversation:
     model: str | None = None
 
 
-def choose_reply(policy: Policy, conversation: Conversation, max_tokens: int | None) -> Reply:
+def choose_reply(policy: ReplyPolicy, conversation: Conversation, max_tokens: int | None) -> Reply:
     step = _current_step(policy, conversation)
     if step is not None:
         if step.text is not None:
@@ -113,7 +113,7 @@ def choose_reply(policy: Policy, conversation: Conversation, max_tokens: int | N
     return _filler(policy, max_tokens)
 
 
-def _filler(policy: Policy, max_tokens: int | None) -> Reply:
+def _filler(policy: ReplyPolicy, max_tokens: int | None) -> Reply:
     if policy.filler_tokens is not None:
         wanted = policy.filler_tokens if max_tokens is None else min(policy.filler_tokens, max_tokens)
         return Reply(content="".join(filler_pieces(wanted - 1)))
@@ -122,7 +122,7 @@ def _filler(policy: Policy, max_tokens: int | None) -> Reply:
     return Reply(content="".join(filler_pieces(policy.default_output_tokens - 1)))
 
 
-def _current_step(policy: Policy, conversation: Conversation) -> Step | None:
+def _current_step(policy: ReplyPolicy, conversation: Conversation) -> ReplyStep | None:
     turn = sum(1 for message in conversation.messages if message.get("role") == "assistant")
     for script in policy.scripts:
         if _matches(script.match, conversation):
@@ -141,7 +141,7 @@ def _matches(match: Match, conversation: Conversation) -> bool:
     return True
 
 
-def _tool_call(step: Step, tools: Sequence[Mapping[str, Any]]) -> ToolCall | None:
+def _tool_call(step: ReplyStep, tools: Sequence[Mapping[str, Any]]) -> ScriptedToolCall | None:
     functions = {str(f.get("name")): f for t in tools if isinstance(f := t.get("function"), Mapping)}
     if step.tool is not None:
         return _call(step.tool, step.input or {}) if step.tool in functions else None
@@ -152,7 +152,7 @@ def _tool_call(step: Step, tools: Sequence[Mapping[str, Any]]) -> ToolCall | Non
     return _call(name, _bash_arguments(step, command, functions[name]))
 
 
-def _bash_arguments(step: Step, command: str, function: Mapping[str, Any]) -> dict[str, Any]:
+def _bash_arguments(step: ReplyStep, command: str, function: Mapping[str, Any]) -> dict[str, Any]:
     schema = function.get("parameters") or {}
     properties = schema.get("properties") or {}
     required = schema.get("required") or ()
@@ -167,5 +167,5 @@ def _bash_arguments(step: Step, command: str, function: Mapping[str, Any]) -> di
     return arguments
 
 
-def _call(name: str, arguments: Mapping[str, Any]) -> ToolCall:
-    return ToolCall(id=f"chatcmpl-tool-{uuid.uuid4().hex}", name=name, arguments=dumps(dict(arguments)))
+def _call(name: str, arguments: Mapping[str, Any]) -> ScriptedToolCall:
+    return ScriptedToolCall(id=f"chatcmpl-tool-{uuid.uuid4().hex}", name=name, arguments=template_json(dict(arguments)))

@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Literal
 
-from . import tokenizer
 from .template import render_assistant_body, tool_call_block
+from .tokenizer import EOS_TOKEN_ID, piece_id, pieces
 
 ReplyFinish = Literal["stop", "length", "tool_calls"]
 
 
 @dataclass(frozen=True, slots=True)
-class ToolCall:
+class ScriptedToolCall:
     id: str
     name: str
     arguments: str
@@ -37,11 +37,11 @@ class ToolCall:
 @dataclass(frozen=True, slots=True)
 class Reply:
     content: str = ""
-    tool_calls: tuple[ToolCall, ...] = ()
+    tool_calls: tuple[ScriptedToolCall, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
-class Progress:
+class ReplyProgress:
     content_chars: int
     tool_arg_chars: tuple[int | None, ...]
     """Per tool call: None before it starts, else how many characters of its arguments are out."""
@@ -50,25 +50,25 @@ class Progress:
 class ReplyLayout:
     def __init__(self, reply: Reply, max_tokens: int) -> None:
         calls = [(call.name, call.arguments) for call in reply.tool_calls]
-        pieces = tokenizer.pieces(render_assistant_body(reply.content, calls))
+        body = pieces(render_assistant_body(reply.content, calls))
         self.finish_reason: ReplyFinish
-        if len(pieces) + 1 > max_tokens:
-            pieces = pieces[:max_tokens]
-            reply = Reply(content="".join(pieces))
+        if len(body) + 1 > max_tokens:
+            body = body[:max_tokens]
+            reply = Reply(content="".join(body))
             self.finish_reason = "length"
-            self.token_ids = [tokenizer.piece_id(piece) for piece in pieces]
+            self.token_ids = [piece_id(piece) for piece in body]
         else:
             self.finish_reason = "tool_calls" if reply.tool_calls else "stop"
-            self.token_ids = [*(tokenizer.piece_id(piece) for piece in pieces), tokenizer.EOS_TOKEN_ID]
+            self.token_ids = [*(piece_id(piece) for piece in body), EOS_TOKEN_ID]
         self.reply = reply
-        self._ends = list(accumulate(len(piece) for piece in pieces))
+        self._ends = list(accumulate(len(piece) for piece in body))
         self._regions = _tool_regions(reply)
 
     @property
     def output_tokens(self) -> int:
         return len(self.token_ids)
 
-    def progress(self, tokens: int) -> Progress:
+    def progress(self, tokens: int) -> ReplyProgress:
         """What is out after `tokens` generated tokens."""
         chars = self._chars(tokens)
         args: list[int | None] = []
@@ -79,7 +79,7 @@ class ReplyLayout:
                 args.append(len(call.arguments))
             else:
                 args.append(len(call.arguments) * (chars - start) // (end - start))
-        return Progress(min(chars, len(self.reply.content)), tuple(args))
+        return ReplyProgress(min(chars, len(self.reply.content)), tuple(args))
 
     def content_deltas(self, before: int, now: int) -> list[str]:
         """The content each token before+1 … now adds, one string per token ("" when it adds none)."""

@@ -21,7 +21,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import SchemaError, validation_error
+from .errors import SchemaError, invalid_parameter
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 JSON_MEDIA_TYPE = "application/json"
@@ -54,7 +54,9 @@ class _Generate(_Lenient):
     @classmethod
     def _stream_options_need_stream(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("stream_options") and not data.get("stream"):
-            raise validation_error("Stream options can only be defined when `stream=True`.", parameter="stream_options")
+            raise invalid_parameter(
+                "Stream options can only be defined when `stream=True`.", parameter="stream_options"
+            )
         return data
 
 
@@ -90,7 +92,9 @@ class CompletionRequest(_Generate):
     @classmethod
     def _prompt_not_empty(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("prompt") in (None, "") and not data.get("prompt_embeds"):
-            raise validation_error("Either prompt or prompt_embeds must be provided and non-empty.", parameter="prompt")
+            raise invalid_parameter(
+                "Either prompt or prompt_embeds must be provided and non-empty.", parameter="prompt"
+            )
         return data
 
 

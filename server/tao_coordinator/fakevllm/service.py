@@ -26,12 +26,12 @@ from .block_ids import BlockIdRegistry
 from .clock import ScaledClock
 from .config import FakeNodeConfig
 from .driver import EngineDriver, Ticket
-from .errors import BadRequest, EngineInputError, QueueFull, validation_error
+from .errors import BadRequest, EngineInputError, QueueFull, invalid_parameter
 from .hashing import block_hashes
 from .kv_events import KvTranslator, SequenceRecord
 from .kv_publisher import KvEventPublisher
 from .kv_wire import encode_batch
-from .metrics import NodeMetrics
+from .metrics import MetricsExporter
 from .policy import Conversation, choose_reply
 from .reply import ReplyLayout
 
@@ -98,7 +98,7 @@ def output_budget(
     leaves. A 400 only when `max_tokens` alone exceeds max_model_len (`TokenizeParams`), when the prompt alone does
     (the post-tokenization length check), or when nothing is left (`SamplingParams`: at least 1)."""
     if max_tokens is not None and max_tokens > max_model_len:
-        raise validation_error(
+        raise invalid_parameter(
             f"{param}={max_tokens} cannot be greater than max_model_len={max_model_len}. "
             "Please request fewer output tokens.",
             parameter=param,
@@ -107,7 +107,7 @@ def output_budget(
     if prompt > max_model_len:
         counted = min(prompt, max_model_len + 1) if prompt_from_text else prompt
         at_least = "at least " if counted == max_model_len + 1 else ""
-        raise validation_error(
+        raise invalid_parameter(
             f"This model's maximum context length is {max_model_len} tokens. However, your prompt contains "
             f"{at_least}{counted} input tokens, which exceeds this limit even without any output tokens. "
             "Please reduce the length of the input prompt.",
@@ -116,7 +116,7 @@ def output_budget(
         )
     budget = max_model_len - prompt if max_tokens is None else min(max_tokens, max_model_len - prompt)
     if budget < 1:
-        raise validation_error(f"max_tokens must be at least 1, got {budget}.", parameter="max_tokens", value=budget)
+        raise invalid_parameter(f"max_tokens must be at least 1, got {budget}.", parameter="max_tokens", value=budget)
     return budget
 
 
@@ -144,7 +144,7 @@ class NodeService:
         """What a vLLM process starts with: an empty engine, block ids, counters; the engine is returned."""
         self.registry = BlockIdRegistry()
         self._kv = KvTranslator(self.registry, self.profile.block_size, wire=self.publisher is not None)
-        self.metrics = NodeMetrics(self.config.served_model_name, self.profile, self.config.cpu_kv_gib)
+        self.metrics = MetricsExporter(self.config.served_model_name, self.profile, self.config.cpu_kv_gib)
         self.models = self.config.catalog()
         self._max_tokens: dict[str, int] = {}
         self._cpu_reset = False

@@ -38,7 +38,7 @@ _TOOLS_POSTAMBLE = (
 GENERATION_PROMPT = f"{IM_START}assistant\n"
 
 
-def dumps(value: Any) -> str:
+def template_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
@@ -103,7 +103,7 @@ def _call_pair(call: Any, index: int) -> tuple[str, str]:
     if not isinstance(function, dict) or not isinstance(function.get("name"), str):
         raise BadRequest(f"messages[{index}].tool_calls: every call needs a function with a name")
     arguments = function.get("arguments", "{}")
-    return function["name"], arguments if isinstance(arguments, str) else dumps(arguments)
+    return function["name"], arguments if isinstance(arguments, str) else template_json(arguments)
 
 
 def tool_call_block(name: str, arguments: str) -> str:
@@ -111,13 +111,13 @@ def tool_call_block(name: str, arguments: str) -> str:
         parsed: Any = json.loads(arguments) if arguments.strip() else {}
     except json.JSONDecodeError:
         parsed = arguments
-    return f"<tool_call>\n{dumps({'name': name, 'arguments': parsed})}\n</tool_call>"
+    return f"<tool_call>\n{template_json({'name': name, 'arguments': parsed})}\n</tool_call>"
 
 
 def _tools_section(tools: Sequence[Mapping[str, Any]] | None) -> str:
     if not tools:
         return ""
-    lines = "".join("\n" + dumps(tool) for tool in tools)
+    lines = "".join("\n" + template_json(tool) for tool in tools)
     return "\n\n" + _TOOLS_PREAMBLE + lines + _TOOLS_POSTAMBLE
 
 

@@ -26,6 +26,7 @@ import aiohttp
 
 from ..config import FleetConfig, NodeConfig
 from ..core.events import EngineCounters
+from ..core.model import NodeLoad
 from .capacity_guard import CapacityGuard, Quarantine
 from .vllm_metrics import MetricsFormatError, NodeMetrics, parse_metrics
 
@@ -42,11 +43,7 @@ class NodeObservation:
     capacity_tokens: int | None
     block_size: int = 16
     prefix_hit_rate: float = 0.0
-    running: int = 0
-    waiting: int = 0
-    kv_usage: float = 0.0
-    preemptions: float = 0.0
-    """`vllm:num_preemptions_total` as scraped (a counter: it only grows while the node runs)."""
+    load: NodeLoad = field(default_factory=NodeLoad)
     cpu_capacity_tokens: int = 0
     """KV tokens the node's CPU offloading pool holds (0: no tier, or not known yet: see `cpu_tier_known`)."""
     counters: EngineCounters | None = None
@@ -139,10 +136,7 @@ class NodePoller:
                 capacity_tokens=self.node.capacity_tokens or metrics.capacity_tokens,
                 block_size=metrics.block_size,
                 prefix_hit_rate=self.hit_rate,
-                running=metrics.running,
-                waiting=metrics.waiting,
-                kv_usage=min(1.0, metrics.kv_usage),
-                preemptions=metrics.preemptions,
+                load=NodeLoad(metrics.running, metrics.waiting, min(1.0, metrics.kv_usage), int(metrics.preemptions)),
                 cpu_capacity_tokens=self._cpu_capacity or 0,
                 counters=self._counters(metrics),
                 cpu_tier_known=self._cpu_capacity is not None,

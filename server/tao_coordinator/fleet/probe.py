@@ -26,6 +26,7 @@ import aiohttp
 from tao_sdk.calls import describe
 
 from ..core.events import NodeProbed
+from .served_models import KEY_REQUIRED
 
 log = logging.getLogger("tao.fleet")
 
@@ -33,7 +34,6 @@ PROBE_TIMEOUT_S = 10.0
 """Longest one probe may take, both of its requests: a node that serves answers a one-token call well within it,
 even behind a queue of requests."""
 PROBE_PROMPT = "ping"
-KEY_REQUIRED = frozenset({401, 403})
 
 
 async def probe(http: aiohttp.ClientSession, url: str, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:

@@ -6,7 +6,7 @@ from .client import connect
 from .codec import SessionRecord, decode_record, encode_record, wall_offset
 from .lease import REDIS_ERRORS, LeaderElection
 from .local_redis import LocalRedis, RedisNotInstalled
-from .store import Fenced, RedisStateStore, ToolRow
+from .store import Fenced, RedisStateStore
 
 __all__ = [
     "REDIS_ERRORS",
@@ -16,7 +16,6 @@ __all__ = [
     "RedisNotInstalled",
     "RedisStateStore",
     "SessionRecord",
-    "ToolRow",
     "connect",
     "decode_record",
     "encode_record",

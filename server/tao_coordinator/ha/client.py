@@ -21,7 +21,7 @@ def connect(url: str, *, timeout_s: float = 1.0) -> Redis:
     )
 
 
-async def close(client: Redis, timeout_s: float = 1.0) -> None:
+async def close_redis(client: Redis, timeout_s: float = 1.0) -> None:
     """Close `client`, waiting at most `timeout_s`: a pool whose connection is stuck on a restarted server can make
     `aclose` wait for ever, and a shutdown must not."""
     closing = asyncio.ensure_future(client.aclose())

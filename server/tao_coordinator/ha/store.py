@@ -27,14 +27,14 @@ from typing import TypeVar
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from ..store import ToolRow
 from .codec import SessionRecord, decode_record, encode_record, wall_offset
 from .lease import LeaderElection
 
 log = logging.getLogger("tao.ha.store")
 
-T = TypeVar("T")
+Answer = TypeVar("Answer")
 
-ToolRow = tuple[str, str | None, float, float]
 """`(tool, program, duration_s, recorded_at)` as `store.HistoryStore.record` takes them; `recorded_at` unix time."""
 
 WRITE = """
@@ -146,7 +146,7 @@ class RedisStateStore:
                 return rows
             start = "(" + last
 
-    async def _read(self, key: str, kind: str, read: Awaitable[T], empty: T) -> T:
+    async def _read(self, key: str, kind: str, read: Awaitable[Answer], empty: Answer) -> Answer:
         """What `read` (of `key`) answers, or `empty` after moving `key` aside when it is not a `kind` (WRONGTYPE)."""
         try:
             return await read

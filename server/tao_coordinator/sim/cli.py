@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from ..core.settings import CoreSettings
 from ..progress import Progress
 from .node import BUILTIN_PROFILES, NodeProfile, UnknownProfile, profile_by_name
-from .node.cpu_tier import with_cpu_tier
+from .node.profile import with_cpu_tier
 from .plan_timing import PLAN_TIMINGS, PlanTiming
 from .workloads import PRESETS, Workload, generate, load_agentx, load_mini_swe
 from .workloads.files import read_records

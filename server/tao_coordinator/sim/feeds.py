@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..core.events import EngineCounters, KvCacheEvent, NodeUpdate
+from ..core.model import NodeLoad
 from ..core.policies.base import Feed
 from .node import AllBlocksCleared, BlockRemoved, BlockStored, NodeCounters, NodeEngine, NodeEvent
 
@@ -72,10 +73,12 @@ class RouterFeeds:
                     node_id,
                     profile.capacity_tokens,
                     profile.block_size,
-                    running=counters.num_requests_running,
-                    waiting=counters.num_requests_waiting,
-                    kv_usage=min(1.0, max(0.0, counters.kv_cache_usage_perc)),
-                    preemptions=counters.num_preemptions,
+                    load=NodeLoad(
+                        counters.num_requests_running,
+                        counters.num_requests_waiting,
+                        min(1.0, max(0.0, counters.kv_cache_usage_perc)),
+                        counters.num_preemptions,
+                    ),
                     cpu_capacity_tokens=counters.cpu_kv_blocks * profile.block_size,
                     counters=engine_counters(counters, profile.step.tp),
                 )

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-BlockRun = tuple[int, int]
+from ..core.model import BlockRun
 
 
 @dataclass(frozen=True, slots=True)

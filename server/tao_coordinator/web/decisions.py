@@ -78,7 +78,7 @@ class DecisionLog:
             "node": node,
             "footprint_tokens": footprint_tokens(session, self.settings),
             "credit_tokens": max((e.tokens for e in before.evidence if e.node == node and e.tier == "GPU"), default=0),
-            "node_load": 0 if held is None else held.running + held.waiting,
+            "node_load": 0 if held is None else held.load.running + held.load.waiting,
         }
         log.info(
             f"{self.acquire_admission}: {before.id} -> {node} (footprint {record['footprint_tokens']:,} tokens, "

@@ -5,9 +5,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 from pydantic import ValidationError
 
 from tao_sdk import protocol
@@ -97,9 +97,6 @@ def session_view(service: CoordinatorService, session_id: str) -> protocol.Sessi
         running_calls=[tool.call_id for tool in session.tools],
         llm_calls=session.llm_calls,
     )
-
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 @web.middleware

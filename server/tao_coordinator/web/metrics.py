@@ -26,7 +26,7 @@ from .. import __version__
 from ..core.actions import Action, Admit, Expired, Interrupt, Route
 from ..core.events import Acquire, Close, Event, LlmEnd, Register, ToolStart
 from ..core.forecast.keys import normalise_tool
-from ..core.model import AgentSession, Phase, RunningTool
+from ..core.model import AgentSession, NodeLoad, Phase, RunningTool
 from ..core.plan import PlanFinished
 from ..core.signals.cache_credit import node_half_life
 from ..fleet.kv_index import NodeKvIndex
@@ -136,11 +136,11 @@ class StateCollector(Collector):
             capacity.add_metric([name], node.capacity_tokens)
             use.add_metric([name], used.get(name, 0) * quantum)
             healthy.add_metric([name], 1.0 if node.healthy else 0.0)
-            load = self.node_load.get(name)
-            running.add_metric([name], load.running if load else 0)
-            waiting.add_metric([name], load.waiting if load else 0)
-            kv_usage.add_metric([name], load.kv_usage if load else 0.0)
-            preemptions.add_metric([name], load.preemptions if load else 0.0)
+            load = self.node_load[name].load if name in self.node_load else NodeLoad()
+            running.add_metric([name], load.running)
+            waiting.add_metric([name], load.waiting)
+            kv_usage.add_metric([name], load.kv_usage)
+            preemptions.add_metric([name], load.preemptions)
         yield from (capacity, use, healthy, running, waiting, kv_usage, preemptions)
 
     def _half_lives(self) -> Iterator[Metric]:

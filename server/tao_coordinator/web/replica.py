@@ -35,10 +35,11 @@ from prometheus_client import CollectorRegistry, Counter
 from redis.asyncio import Redis
 
 from ..config import ServerConfig
-from ..ha.client import close, connect
+from ..ha.client import close_redis, connect
 from ..ha.codec import SessionRecord
 from ..ha.lease import LOST, REDIS_ERRORS, LeaderElection
-from ..ha.store import Fenced, RedisStateStore, ToolRow
+from ..ha.store import Fenced, RedisStateStore
+from ..store import ToolRow
 
 Restore = Callable[[Iterable[SessionRecord], Iterable[ToolRow]], None]
 """Start serving from the stored sessions and tool ends."""
@@ -133,7 +134,7 @@ class Replica:
         for task in [*self._tasks, *([self._takeover] if self._takeover else [])]:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await close(self.redis)
+        await close_redis(self.redis)
 
     # -- leadership ------------------------------------------------------------------------------------------------
 

@@ -53,8 +53,7 @@ from ..fleet.kv_index import NodeKvIndex
 from ..fleet.kv_subscriber import KvEventSubscriber
 from ..fleet.poller import NodeObservation, NodePoller
 from ..ha.codec import SessionRecord
-from ..ha.store import ToolRow
-from ..store import HistoryStore, StoreUnavailable
+from ..store import HistoryStore, StoreUnavailable, ToolRow
 from .cache_reports import CacheReports
 from .caps import RegistrationCaps
 from .core_slot import CoreSlot
@@ -420,10 +419,7 @@ class CoordinatorService:
                 observation.block_size,
                 observation.healthy,
                 observation.prefix_hit_rate,
-                observation.running,
-                observation.waiting,
-                observation.kv_usage,
-                int(observation.preemptions),
+                observation.load,
                 cpu_capacity_tokens=observation.cpu_capacity_tokens,
                 counters=observation.counters,
             )

@@ -8,10 +8,10 @@ served. Without `--redis` this middleware passes everything through.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 from aiohttp import web
-from aiohttp.typedefs import Middleware
+from aiohttp.typedefs import Handler, Middleware
 
 from tao_sdk import protocol
 
@@ -28,9 +28,6 @@ def not_leader(replica: Replica, reason: str = "this coordinator is a standby") 
     if leader == replica.advertise_url:
         leader = None  # we are deposed: whoever leads next is not known yet
     return json_error(421, f"{reason}; send writes to the leader", code=protocol.NOT_LEADER, leader=leader)
-
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def replica_middleware(service_of: Callable[[web.Request], CoordinatorService]) -> Middleware:

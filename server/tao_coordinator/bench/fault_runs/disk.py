@@ -1,14 +1,14 @@
 """State disk full: a `tao coordinator` process whose state directory is a real tmpfs, flooded with tool_start /
 tool_end pairs while the tmpfs is filled, then freed.
 
-Each client holds one session and loops: a tool_start, then the same call's tool_end until it is answered 204 (a
-503 is sent again after `RETRY_S`), so a refused tool end must have left the call running. Every tool end carries a
-duration that names it (client, call), so the rows in the SQLite file after a restart show which acknowledged ends
-were stored. Measured: tool ends answered 2xx and not in the file (acknowledged and lost, the target is 0), 503s
-answered (each with its reason and a Retry-After), seconds from the disk filled to the first 503 (detect) and from
-the space freed to the first 204 after the last 503 (recover; the target is one scrape interval), the log lines of
-the store's state changes, and tracebacks in the log. Mounting needs root: without it the run says so and is
-skipped.
+Each client holds one session and loops: a tool_start, then the same call's tool_end until it is answered 204 (a 503
+is sent again after `TOOL_END_RETRY_S`), so a refused tool end must have left the call running. Every tool end
+carries a duration that names it (client, call), so the rows in the SQLite file after a restart show which
+acknowledged ends were stored. Measured: tool ends answered 2xx and not in the file (acknowledged and lost, the
+target is 0), 503s answered (each with its reason and a Retry-After), seconds from the disk filled to the first 503
+(detect) and from the space freed to the first 204 after the last 503 (recover; the target is one scrape interval),
+the log lines of the store's state changes, and tracebacks in the log. Mounting needs root: without it the run says
+so and is skipped.
 """
 
 from __future__ import annotations
@@ -32,11 +32,10 @@ from ...fakevllm import FakeNodeConfig, ThreadedFleet
 from ...local_coordinator import coordinator_process
 from ...store import STORE_FILE
 from . import FaultRow
+from .scrapes import SCRAPE_INTERVAL_S
 
 FAULT = "state disk full"
-SCRAPE_INTERVAL_S = 2.0
-"""The fleet's default scrape interval: the service must answer writes again within one of space returning."""
-RETRY_S = 0.05
+TOOL_END_RETRY_S = 0.05
 """How soon a client sends a refused tool end again (sooner than Retry-After, to time the recovery closely)."""
 TMPFS_BYTES = 8 * 1024 * 1024
 CONFIG = "[core]\nforecast_window = 1000000\n"
@@ -175,7 +174,7 @@ async def _flood(
                     result.other_answers += 1
                     return
             while not await _end(http, url, session, k, call, clock, result):
-                await asyncio.sleep(RETRY_S)
+                await asyncio.sleep(TOOL_END_RETRY_S)
 
     async def disk() -> None:
         await asyncio.sleep(before_s)

@@ -28,11 +28,11 @@ import aiohttp
 
 from ...fakevllm import FakeNodeConfig, ThreadedFleet
 from ...local_coordinator import coordinator_process
+from ..faults import CAPACITY
 from ..memory import rss_bytes
 from ..planner_replay import percentile
 from . import FaultRow
 
-CAPACITY = 10_000_000
 CALLS_PER_SESSION = 10
 FLOOD_CONNECTIONS = 32
 TOKENS = {"default": "flood-bench-default-0123456789", "flood": "flood-bench-flood-0123456789"}
@@ -40,7 +40,7 @@ NORMAL = "flood-bench-normal-0123456789"
 
 
 @dataclass
-class Phase:
+class FloodPhase:
     latencies_ms: list[float] = field(default_factory=list)
     failed: int = 0
 
@@ -88,7 +88,7 @@ async def _flooding(url: str, token: str, count: int) -> dict[str, Any]:
     return answered
 
 
-async def _client(http: aiohttp.ClientSession, url: str, phase: Phase, until: asyncio.Future[Any] | float) -> None:
+async def _client(http: aiohttp.ClientSession, url: str, phase: FloodPhase, until: asyncio.Future[Any] | float) -> None:
     """Sessions of the normal token, one after another, until `until` (a deadline, or a future that ends)."""
 
     def going() -> bool:
@@ -122,8 +122,10 @@ async def _client(http: aiohttp.ClientSession, url: str, phase: Phase, until: as
             await answer.read()
 
 
-async def _measure(url: str, clients: int, baseline_s: float, count: int) -> tuple[Phase, Phase, dict[str, Any]]:
-    baseline, flooded = Phase(), Phase()
+async def _measure(
+    url: str, clients: int, baseline_s: float, count: int
+) -> tuple[FloodPhase, FloodPhase, dict[str, Any]]:
+    baseline, flooded = FloodPhase(), FloodPhase()
     headers = {"Authorization": f"Bearer {NORMAL}"}
     async with aiohttp.ClientSession(headers=headers) as http:
         deadline = time.monotonic() + baseline_s

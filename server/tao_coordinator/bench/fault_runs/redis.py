@@ -15,14 +15,14 @@ import httpx2
 import tao_sdk
 
 from ...fakevllm import FakeNodeConfig, ThreadedFleet
+from ...fakevllm.config import DEFAULT_MODEL
 from ...ha import LocalRedis, RedisNotInstalled
 from ...local_coordinator import coordinator_process
 from ..faults import until
 from . import FaultRow
 from .observe import added_ms, metric
 
-MODEL = "Qwen/Qwen3-32B"
-SESSIONS = 4
+REDIS_RUN_SESSIONS = 4
 BEFORE_S = 3.0
 AFTER_S = 6.0
 
@@ -46,7 +46,9 @@ def run() -> list[FaultRow]:
             fence_before = _leader(url)[1]
             stop = threading.Event()
             calls: list[tuple[float, float, bool]] = []
-            agents = [threading.Thread(target=_agent, args=(url, calls, stop), daemon=True) for _ in range(SESSIONS)]
+            agents = [
+                threading.Thread(target=_agent, args=(url, calls, stop), daemon=True) for _ in range(REDIS_RUN_SESSIONS)
+            ]
             for agent in agents:
                 agent.start()
             time.sleep(BEFORE_S)
@@ -76,8 +78,8 @@ def run() -> list[FaultRow]:
             detect_s=detect_s,
             recover_s=recover_s,
             tracebacks=tracebacks,
-            note=f"fence {fence_before} before, {fence_after} after (never back); {live} of {SESSIONS} sessions "
-            "registered again on their own",
+            note=f"fence {fence_before} before, {fence_after} after (never back); "
+            f"{live} of {REDIS_RUN_SESSIONS} sessions registered again on their own",
         )
     ]
 
@@ -92,7 +94,7 @@ def _agent(url: str, calls: list[tuple[float, float, bool]], stop: threading.Eve
             started = time.monotonic()
             messages = [{"role": "user", "content": f"turn {turn} of a looping agent"}]
             try:
-                client.chat.completions.create(model=MODEL, messages=messages, max_tokens=2)
+                client.chat.completions.create(model=DEFAULT_MODEL, messages=messages, max_tokens=2)
                 calls.append((started, time.monotonic(), False))
             except Exception:  # counted: a call the agent saw fail
                 calls.append((started, time.monotonic(), True))

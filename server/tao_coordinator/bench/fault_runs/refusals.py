@@ -41,11 +41,11 @@ from aiohttp import web
 import tao_sdk
 
 from ...fakevllm import FakeNodeConfig, ThreadedFleet
+from ...fakevllm.config import DEFAULT_MODEL
 from ...local_coordinator import CoordinatorProcess, coordinator_process, free_port
 from . import FaultRow
 from .observe import TIMEOUT_S, added_ms, metric, nodes, reached
 
-MODEL = "Qwen/Qwen3-32B"
 SESSIONS = 8
 WARM_S = 1.0
 FAULT_S = 5.0
@@ -55,7 +55,7 @@ FAST = FakeNodeConfig(time_scale=50)
 
 
 @dataclass
-class Calls:
+class CallLog:
     """What the agents saw: every call's (start, duration, retried, node that served it), and the failures."""
 
     made: list[tuple[float, float, bool, str]] = field(default_factory=list)
@@ -67,16 +67,16 @@ class Calls:
         return added_ms(plain, [duration for _, duration, again, _ in self.made if again])
 
 
-class Agents:
+class RefusalAgents:
     """`SESSIONS` SDK sessions, each in a thread: a model call, then a short tool, until stopped."""
 
     def __init__(self, coordinator: str | None, fallback: list[str]) -> None:
         self.coordinator, self.fallback = coordinator, fallback
-        self.calls = Calls()
+        self.calls = CallLog()
         self.stop = threading.Event()
         self.threads = [threading.Thread(target=self._agent, args=(k,), daemon=True) for k in range(SESSIONS)]
 
-    def __enter__(self) -> Agents:
+    def __enter__(self) -> RefusalAgents:
         for thread in self.threads:
             thread.start()
         return self
@@ -94,7 +94,9 @@ class Agents:
                 started, before = time.monotonic(), s.state.retried_calls
                 try:
                     client.chat.completions.create(
-                        model=MODEL, messages=[{"role": "user", "content": f"agent {k} turn {turn}"}], max_tokens=4
+                        model=DEFAULT_MODEL,
+                        messages=[{"role": "user", "content": f"agent {k} turn {turn}"}],
+                        max_tokens=4,
                     )
                 except Exception as error:  # an agent's failed call, counted as such
                     with self.calls.lock:
@@ -149,7 +151,7 @@ def _node_row(fault: str, bad_url: str, good_url: str, put: Callable[[bool], Non
         log = Path(scratch) / "coordinator.log"
         with coordinator_process([f"bad={bad_url}", f"good={good_url}"], log_path=log) as coordinator:
             reached(lambda: all(node["healthy"] for node in nodes(coordinator.url).values()))
-            with _sdk_warnings(), Agents(coordinator.url, [bad_url, good_url]) as agents:
+            with _sdk_warnings(), RefusalAgents(coordinator.url, [bad_url, good_url]) as agents:
                 time.sleep(timing.warm_s)
                 faulted = time.monotonic()
                 put(True)
@@ -192,7 +194,7 @@ def malformed_row(timing: Timing) -> FaultRow:
         _malformed_coordinator() as url,
         _sdk_warnings() as warned,
     ):
-        with Agents(url, fleet.urls) as agents:
+        with RefusalAgents(url, fleet.urls) as agents:
             time.sleep(timing.warm_s + timing.fault_s / 2)
         calls = agents.calls
         named = sum("malformed acquire answer" in message for message in warned)

@@ -30,12 +30,12 @@ from pathlib import Path
 import httpx2
 
 from ...fakevllm import FakeNodeConfig, ThreadedFleet
+from ...fakevllm.config import DEFAULT_MODEL
 from ...fakevllm.fleet import FakeNode
 from ...local_coordinator import CoordinatorProcess, coordinator_process
 from . import FaultRow
 from .observe import metric, nodes, reached
 
-MODEL = "Qwen/Qwen3-32B"
 """Longest wait for one detection or recovery (two scrapes take 4 s)."""
 CREDIT_TARGET_S = 2.0
 SCRAPE_INTERVAL_S = 2.0
@@ -187,7 +187,7 @@ def _one_call(http: httpx2.Client, session: str, traffic: Traffic) -> bool:
 
 def _chat(base_url: str, session: str, words: int) -> None:
     text = f"[{session}] " + " ".join(f"w{i % 89}" for i in range(words))
-    body = {"model": MODEL, "messages": [{"role": "user", "content": text}], "max_tokens": 4}
+    body = {"model": DEFAULT_MODEL, "messages": [{"role": "user", "content": text}], "max_tokens": 4}
     answer = httpx2.post(f"{base_url}/chat/completions", json=body, headers={"X-Session-ID": session}, timeout=10)
     answer.raise_for_status()
 

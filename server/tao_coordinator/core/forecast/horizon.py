@@ -5,7 +5,7 @@ session in a tool will want a GPU soon enough that keeping its place is worth as
 that waits now. "Soon enough" is how long a session that has to wait for a place waits: a call back within that time
 would have waited about as long anyway. So H is the median wait of the last `WINDOW` sessions served from the pool,
 never below the configured `readiness_horizon_s`, rounded up to a power of √2 times it (schedules are recomputed only
-when H moves by a step), and at most `MAX_STEPS` steps above it. Acquires served at once do not count: they say
+when H moves by a step), and at most `MAX_HORIZON_STEPS` steps above it. Acquires served at once do not count: they say
 nothing about the wait of those that compete.
 """
 
@@ -16,7 +16,7 @@ import statistics
 from collections import deque
 
 WINDOW = 64
-MAX_STEPS = 12
+MAX_HORIZON_STEPS = 12
 """√2^12 = 64: H stays within 64 × the configured value."""
 
 
@@ -33,7 +33,7 @@ class AdaptiveHorizon:
         if self.floor_s <= 0 or median <= self.floor_s:
             value = self.floor_s
         else:
-            steps = min(MAX_STEPS, math.ceil(2 * math.log2(median / self.floor_s) - 1e-9))
+            steps = min(MAX_HORIZON_STEPS, math.ceil(2 * math.log2(median / self.floor_s) - 1e-9))
             value = self.floor_s * math.sqrt(2.0) ** steps
         changed = value != self.value_s
         self.value_s = value

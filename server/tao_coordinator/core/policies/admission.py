@@ -91,7 +91,7 @@ class FastAdmit:
             return min(tier_fitting, key=lambda n: (-tier[n], n))
         if self.place == "room":
             return max(fitting, key=lambda n: (room[n], n), default=None)
-        return min(fitting, key=lambda n: (nodes[n].running + nodes[n].waiting, -room[n], n), default=None)
+        return min(fitting, key=lambda n: (nodes[n].load.running + nodes[n].load.waiting, -room[n], n), default=None)
 
 
 @dataclass
@@ -122,10 +122,10 @@ class AdaptiveTarget:
         level = self._level.get(node.id, floor)
         kept, evicted = self._kept.pop(node.id, 0), self._evicted.pop(node.id, 0)
         if previous is not None and node.healthy:
-            preempted = max(0, node.preemptions - previous.preemptions)  # a counter that went back: a restart
+            preempted = max(0, node.load.preemptions - previous.load.preemptions)  # a counter that went back: a restart
             if evicted or preempted:
                 level -= self.step_down * (evicted + preempted)
-            elif node.waiting == 0 and pool_tokens <= headroom:
+            elif node.load.waiting == 0 and pool_tokens <= headroom:
                 level += self.step_down * self.tolerance / (1 - self.tolerance) * kept
         level = min(self.ceiling, max(floor, level))
         self._level[node.id] = level

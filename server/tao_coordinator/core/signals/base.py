@@ -16,13 +16,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from ..model import AgentSession, Node, NodeId
 from ..settings import CoreSettings
-
-if TYPE_CHECKING:
-    from .workflow import WorkflowIndex
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,9 +28,25 @@ class SignalContext:
     settings: CoreSettings
     nodes: Mapping[NodeId, Node]
     """Healthy nodes only: a signal never credits a node that cannot take work."""
-    workflows: WorkflowIndex | None = None
+    workflows: Relatives | None = None
     """The snapshot's sessions by workflow, for the one signal that reads other sessions (workflow affinity in the
     cache credit, `workflow.py`); None where no snapshot is at hand: no session then gains from its relatives."""
+
+
+class Relatives(Protocol):
+    """What the cache credit asks of the snapshot's sessions by workflow (`workflow.py`'s `WorkflowIndex`)."""
+
+    def with_relatives(
+        self,
+        session: AgentSession,
+        ctx: SignalContext,
+        credits: dict[NodeId, int],
+        earliest: float,
+        *,
+        decay: bool = True,
+    ) -> tuple[dict[NodeId, int], float]:
+        """`credits` (the session's own, in units) raised to what its relatives' caches give it."""
+        ...
 
 
 class Signal(Protocol):

@@ -7,13 +7,13 @@ node whose decode steps take s seconds that is τ·s token-seconds of the node's
 placement that holds least: among nodes, the one whose steps are faster now; among sessions equal on everything
 above it, the one whose call costs least (a shortest-job-first in memory-time, as Justitia orders agents).
 
-    value(n) = max(0, ⌊LEVELS × log2(CEILING / (τ · s_n))⌋)
+    value(n) = max(0, ⌊HALVING_UNITS × log2(CEILING / (τ · s_n))⌋)
 
 p is what the session asks for (its context, or the prompt its acquire announced), d its mean completion so far (a
 default before its first call), s_n the node's inter-token latency as its counters measure it, coarsened to steps of
-2^(1/LEVELS) (`coarse_step_s`, a `Node` field: a value is recomputed whenever a field it reads changes). The log
+2^(1/HALVING_UNITS) (`coarse_step_s`, a `Node` field: a value is recomputed whenever a field it reads changes). The log
 keeps the scale of the component independent of the workload's prompt sizes: halving a call's memory-time is worth
-LEVELS units whatever it was.
+HALVING_UNITS units whatever it was.
 
 Only sessions without a place get it, and only in the phases that ask for a call now (waiting, ready): it prices
 where a session is served and which of equally valued sessions is served first, never a reason to move or keep a
@@ -33,17 +33,17 @@ from ..settings import CoreSettings
 from .base import NodeCredits, SignalContext
 from .footprint import mean_output_tokens, next_prompt_tokens
 
-LEVELS = 8
-"""Units per halving of a call's memory-time, and the node's step time's resolution (steps of 2^(1/LEVELS))."""
+HALVING_UNITS = 8
+"""Units per halving of a call's memory-time, and the node's step time's resolution (steps of 2^(1/HALVING_UNITS))."""
 CEILING_TOKEN_SECONDS = 2.0**40
 """A call holding more token-seconds than this (a million-token prompt decoding for over a day) is worth 0."""
 
 
 def coarse_step_s(decode_step_s: float) -> float:
-    """The node's inter-token latency in steps of 2^(1/LEVELS); 0 while unmeasured."""
+    """The node's inter-token latency in steps of 2^(1/HALVING_UNITS); 0 while unmeasured."""
     if decode_step_s <= 0:
         return 0.0
-    return math.pow(2.0, round(math.log2(decode_step_s) * LEVELS) / LEVELS)
+    return math.pow(2.0, round(math.log2(decode_step_s) * HALVING_UNITS) / HALVING_UNITS)
 
 
 def call_token_steps(session: AgentSession, settings: CoreSettings) -> float:
@@ -65,7 +65,7 @@ class TokenTime(NodeCredits):
         for node_id, node in ctx.nodes.items():
             if node.decode_step_s <= 0:
                 continue
-            units = math.floor(LEVELS * math.log2(CEILING_TOKEN_SECONDS / (token_steps * node.decode_step_s)))
+            units = math.floor(HALVING_UNITS * math.log2(CEILING_TOKEN_SECONDS / (token_steps * node.decode_step_s)))
             if units > 0:
                 values[node_id] = units
         return values, math.inf

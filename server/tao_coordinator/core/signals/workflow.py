@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from ..model import AgentSession, Node, NodeId, Phase, SessionId, shared_prefix_blocks
-from . import cache_credit
 from .base import SignalContext
+from .cache_credit import hbm_credit
 
 _MAX_DEPTH = 64
 """Parent links followed at most this far: a cycle in client-sent ids must not loop."""
@@ -47,7 +47,7 @@ def shared_prefix_tokens(a: AgentSession, b: AgentSession, block_size: int) -> i
 
 def presence_tokens(relative: AgentSession, ctx: SignalContext, decay: bool) -> dict[NodeId, float]:
     """What each node of the context holds of `relative`'s prefix in HBM, in tokens (as its own credit counts them)."""
-    held = cache_credit.hbm_credit(relative, ctx, decay)[0] if relative.evidence else {}
+    held = hbm_credit(relative, ctx, decay)[0] if relative.evidence else {}
     node = ctx.nodes.get(relative.node) if relative.phase is Phase.IN_LLM and relative.node is not None else None
     if node is not None:
         held[node.id] = max(held.get(node.id, 0.0), float(_prompt_tokens(relative, node)))

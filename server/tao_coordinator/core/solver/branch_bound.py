@@ -42,8 +42,9 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from . import search_kernel
 from .problem import Item, Problem, Solution
+from .search_kernel import home_start, prepare, search
+from .search_kernel import root_bound as kernel_root_bound
 
 MAX_TABLE_CELLS = 1 << 22
 """Above this many table entries for a component (values summed per node, times items there), the component is
@@ -55,7 +56,7 @@ stay below this: counts such as readiness."""
 
 
 class _Arrays:
-    """The problem in search order (module docstring) as the kernel's dense arrays, built by `search_kernel.prepare`."""
+    """The problem in search order (module docstring) as the kernel's dense arrays, built by `prepare`."""
 
     def __init__(self, problem: Problem) -> None:
         items, m, width = problem.items, len(problem.capacities), problem.width
@@ -87,12 +88,12 @@ class _Arrays:
             self.joint_offset,
             self.joint_span,
             self.joint_data,
-        ) = search_kernel.prepare(weight, base, rows, m, MAX_TABLE_CELLS, MAX_JOINT_SPAN)
+        ) = prepare(weight, base, rows, m, MAX_TABLE_CELLS, MAX_JOINT_SPAN)
         self.order = [fits[k] for k in order.tolist()]
         self.capacities = np.array(problem.capacities, dtype=np.int64)
 
     def root_bound(self) -> tuple[int, ...]:
-        bound = search_kernel.root_bound(
+        bound = kernel_root_bound(
             self.capacities,
             int(self.lightest_after[0]),
             self.weight,
@@ -111,7 +112,7 @@ class _Arrays:
 def solve_branch_and_bound(problem: Problem, incumbent: Sequence[int | None] | None, node_limit: int) -> Solution:
     """The lexicographic optimum when the search finishes within `node_limit` nodes (`certified`), else the best
     plan found, never worse than the start: `incumbent` (a feasible assignment), or when None the kernel's own
-    (`search_kernel.home_start`: credit-optimal when every session's credit sits on one node)."""
+    (`home_start`: credit-optimal when every session's credit sits on one node)."""
     if not any(problem.fits_somewhere(item) for item in problem.items):
         empty: tuple[int | None, ...] = (None,) * len(problem.items)
         objective = problem.objective(empty)
@@ -119,7 +120,7 @@ def solve_branch_and_bound(problem: Problem, incumbent: Sequence[int | None] | N
     arrays = _Arrays(problem)
     order = arrays.order
     if incumbent is None:
-        path = search_kernel.home_start(
+        path = home_start(
             arrays.weight,
             arrays.value,
             arrays.special,
@@ -155,7 +156,7 @@ def _stage(
     """One stage: the optimum of the first `used` components. The first stage finds the best first component
     alone (cheap: its bound is exact per node); the second starts from that incumbent, so every branch that loses
     credit is cut at once."""
-    path, _, nodes, finished = search_kernel.search(
+    path, _, nodes, finished = search(
         arrays.weight,
         arrays.value,
         arrays.best,

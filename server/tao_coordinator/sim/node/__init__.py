@@ -5,16 +5,16 @@ simulator and the real-time fake vLLM server. See docs/simulator-node.md for the
 """
 
 from .counters import NodeCounters
-from .cpu_tier import CpuTier, cpu_blocks_from_gib, with_cpu_tier
+from .cpu_tier import CpuTier, cpu_blocks_from_gib
 from .engine import NodeEngine, RequestRejected
 from .events import (
     AllBlocksCleared,
+    BlockEvent,
     BlockRemoved,
     BlockStored,
     Finished,
     FinishReason,
     FirstToken,
-    KvEvent,
     NodeEvent,
     Preempted,
 )
@@ -26,6 +26,7 @@ from .profile import (
     gpu_blocks_from_memory,
     profile_by_name,
     profile_from_mapping,
+    with_cpu_tier,
 )
 from .queues import SchedulingPolicy
 from .request import NodeRequest, cacheable_blocks
@@ -34,13 +35,13 @@ from .step_time import StepTimeModel
 __all__ = [
     "BUILTIN_PROFILES",
     "AllBlocksCleared",
+    "BlockEvent",
     "BlockRemoved",
     "BlockStored",
     "CpuTier",
     "FinishReason",
     "Finished",
     "FirstToken",
-    "KvEvent",
     "NodeCounters",
     "NodeEngine",
     "NodeEvent",

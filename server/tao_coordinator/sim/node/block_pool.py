@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..prompt import BlockRun
+from ...core.model import BlockRun
 from .segments import SegmentIndex
 
 

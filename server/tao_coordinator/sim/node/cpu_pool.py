@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..prompt import BlockRun
+from ...core.model import BlockRun
 from .segments import SegmentIndex
 
 

@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .profile import NodeProfile
+from dataclasses import dataclass
+from typing import Any
 
 GIB = 1 << 30
 PAGE_BYTES = 4096  # vLLM rounds each chunk's bytes up to mmap.PAGESIZE
@@ -37,20 +34,14 @@ class CpuTier:
             raise ValueError(f"cpu_tier.link_bytes_per_s: must be positive and finite, got {self.link_bytes_per_s!r}")
 
 
+def chunk_bytes(*, block_size: int, kv_bytes_per_token: int) -> int:
+    """Host bytes of one offloaded chunk: one block of the whole model's KV, rounded up to the page size."""
+    return -(-block_size * kv_bytes_per_token // PAGE_BYTES) * PAGE_BYTES
+
+
 def cpu_blocks_from_gib(cpu_kv_gib: float, *, block_size: int, kv_bytes_per_token: int) -> int:
     """vLLM's num_chunks: GiB (total over TP ranks) over the page-aligned bytes of one block of the whole model."""
-    block_bytes = -(-block_size * kv_bytes_per_token // PAGE_BYTES) * PAGE_BYTES
-    return math.floor(cpu_kv_gib * GIB) // block_bytes
-
-
-def with_cpu_tier(
-    profile: NodeProfile, cpu_kv_gib: float, *, link_bytes_per_s: float = PCIE_GEN5_X16_BYTES_PER_S
-) -> NodeProfile:
-    """`profile` with a CPU tier of `cpu_kv_gib` GiB of host memory for KV, as `--kv-offloading-size` sizes it."""
-    blocks = cpu_blocks_from_gib(
-        cpu_kv_gib, block_size=profile.block_size, kv_bytes_per_token=profile.step.kv_bytes_per_token
-    )
-    return replace(profile, cpu_tier=CpuTier(blocks, link_bytes_per_s))
+    return math.floor(cpu_kv_gib * GIB) // chunk_bytes(block_size=block_size, kv_bytes_per_token=kv_bytes_per_token)
 
 
 def cpu_tier_from_mapping(table: Mapping[str, Any], *, block_size: int, kv_bytes_per_token: int) -> CpuTier:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 
-from ..prompt import BlockRun
+from ...core.model import BlockRun
 from .counters import NodeCounters, snapshot
 from .decode_stretch import DecodeStretch, plan_decode_stretch
 from .events import NodeEvent

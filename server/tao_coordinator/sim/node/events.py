@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..prompt import BlockRun
+from ...core.model import BlockRun
 
 FinishReason = Literal["stop", "length", "abort"]
 
@@ -95,5 +95,6 @@ class AllBlocksCleared:
     time: float
 
 
-KvEvent = BlockStored | BlockRemoved | AllBlocksCleared
-NodeEvent = FirstToken | Preempted | Finished | KvEvent
+BlockEvent = BlockStored | BlockRemoved | AllBlocksCleared
+"""A change to the node's cached blocks, as vLLM's KV events report it."""
+NodeEvent = FirstToken | Preempted | Finished | BlockEvent

@@ -6,9 +6,9 @@ one batch). Disabled, it records nothing, so nodes whose events nobody reads pay
 
 from __future__ import annotations
 
-from ..prompt import BlockRun
+from ...core.model import BlockRun
 from .block_pool import HeldRun
-from .events import AllBlocksCleared, BlockRemoved, BlockStored, KvEvent
+from .events import AllBlocksCleared, BlockEvent, BlockRemoved, BlockStored
 from .request import LiveRequest
 
 _Stored = tuple[str, str | None, int, tuple[BlockRun, ...], int | None]
@@ -69,14 +69,14 @@ class KvLog:
         if self.enabled and runs:
             _append_removed(self._cpu_facts, runs)
 
-    def drain(self, time: float) -> list[KvEvent]:
+    def drain(self, time: float) -> list[BlockEvent]:
         events = [*_events(self._facts, time, self._block_size, "GPU")]
         events.extend(_events(self._cpu_facts, time, self._block_size, "CPU"))
         self._facts.clear()
         self._cpu_facts.clear()
         return events
 
-    def cleared(self, time: float) -> list[KvEvent]:
+    def cleared(self, time: float) -> list[BlockEvent]:
         return [AllBlocksCleared(time)] if self.enabled else []
 
 
@@ -92,8 +92,8 @@ def _append_removed(facts: list[_Fact], runs: list[BlockRun]) -> None:
         facts.append(list(runs))
 
 
-def _events(facts: list[_Fact], time: float, block_size: int, medium: str) -> list[KvEvent]:
-    events: list[KvEvent] = []
+def _events(facts: list[_Fact], time: float, block_size: int, medium: str) -> list[BlockEvent]:
+    events: list[BlockEvent] = []
     for fact in facts:
         if isinstance(fact, list):
             events.append(BlockRemoved(time, tuple(fact), medium))

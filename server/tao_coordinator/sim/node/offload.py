@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from ..prompt import BlockRun
+from ...core.model import BlockRun
 from .cpu_pool import CpuPool
 from .cpu_tier import CpuTier
 from .profile import NodeProfile

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from .cpu_tier import CpuTier, cpu_tier_from_mapping
+from .cpu_tier import GIB, PCIE_GEN5_X16_BYTES_PER_S, CpuTier, cpu_blocks_from_gib, cpu_tier_from_mapping
 
-GIB = 1 << 30
 QWEN3_32B_KV_BYTES_PER_TOKEN = 2 * 64 * 8 * 128 * 2  # (K, V) × layers × KV heads × head dim × bf16 bytes
 
 
@@ -196,3 +195,13 @@ def profile_from_mapping(name: str, table: Mapping[str, Any]) -> NodeProfile:
         kv_bytes = step.kv_bytes_per_token
         body["cpu_tier"] = cpu_tier_from_mapping(tier, block_size=block_size, kv_bytes_per_token=kv_bytes)
     return NodeProfile(name=name, step=step, **body)
+
+
+def with_cpu_tier(
+    profile: NodeProfile, cpu_kv_gib: float, *, link_bytes_per_s: float = PCIE_GEN5_X16_BYTES_PER_S
+) -> NodeProfile:
+    """`profile` with a CPU tier of `cpu_kv_gib` GiB of host memory for KV, as `--kv-offloading-size` sizes it."""
+    blocks = cpu_blocks_from_gib(
+        cpu_kv_gib, block_size=profile.block_size, kv_bytes_per_token=profile.step.kv_bytes_per_token
+    )
+    return replace(profile, cpu_tier=CpuTier(blocks, link_bytes_per_s))

@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from ..prompt import BlockRun, Prompt
+from ...core.model import BlockRun
+from ..prompt import Prompt
 from .block_pool import HeldRun
 
 

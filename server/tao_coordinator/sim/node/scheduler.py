@@ -6,7 +6,7 @@
    request itself was the victim, which ends the running pass.
 2. Only if nobody was preempted: admit waiting requests in queue order while budget and `max_num_seqs` allow. A
    request is admitted only if blocks for its whole sequence fit now (`scheduler_reserve_full_isl`); the first that
-   does not fit stops admission (head-of-line blocking). Admission takes the longest cached prefix (never the last
+   does not fit stops admission (head-of-line blocking). NodeAdmission takes the longest cached prefix (never the last
    token) and allocates blocks for the scheduled chunk only.
    With a CPU tier: requests whose CPU→GPU load ended are scheduled first (the first that does not fit stops
    admission); a queued request with a CPU hit after its GPU hit is admitted without compute — it takes its blocks
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from .events import NodeEvent, Preempted
 from .request import LiveRequest
-from .state import DEFERRED, Admission, NodeState
+from .state import DEFERRED, NodeAdmission, NodeState
 from .step_time import StepTimeModel
 
 
@@ -88,7 +88,7 @@ def _admit_waiting(state: NodeState, step: ScheduledStep, budget: int) -> None:
         if admission is None:
             break
         state.waiting.pop()
-        if not isinstance(admission, Admission):
+        if not isinstance(admission, NodeAdmission):
             assert admission == DEFERRED
             skipped.append(request)
             continue

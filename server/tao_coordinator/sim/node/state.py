@@ -41,7 +41,7 @@ class Tallies:
 
 
 @dataclass(frozen=True, slots=True)
-class Admission:
+class NodeAdmission:
     match: PrefixMatch
     load_blocks: int = 0
     """Blocks after the GPU hit to load from the CPU tier (0: none, the request is scheduled at once)."""
@@ -72,7 +72,7 @@ class NodeState:
     def blocks_needed(self, request: LiveRequest, new_tokens: int) -> int:
         return -(-(request.num_computed + new_tokens) // self.block_size) - request.held_blocks
 
-    def admission_match(self, request: LiveRequest) -> Admission | str | None:
+    def admission_match(self, request: LiveRequest) -> NodeAdmission | str | None:
         """How the request would be admitted now, if its whole sequence fits (scheduler_reserve_full_isl); None if
         it does not; DEFERRED if its CPU hit must wait for a transfer in flight."""
         limit = (request.num_tokens - 1) // self.block_size  # never hit the last token on the GPU
@@ -89,13 +89,13 @@ class NodeState:
         full_blocks = -(-request.num_tokens // self.block_size)
         if full_blocks - match.blocks + match.evictable + reserved > self.pool.free_blocks:
             return None
-        return Admission(match, load)
+        return NodeAdmission(match, load)
 
     def resumable(self, request: LiveRequest) -> bool:
         """Whether a request whose load ended can be scheduled now (its whole sequence fits)."""
         return -(-request.num_tokens // self.block_size) - request.held_blocks <= self.pool.free_blocks
 
-    def admit(self, request: LiveRequest, admission: Admission) -> None:
+    def admit(self, request: LiveRequest, admission: NodeAdmission) -> None:
         """Take the GPU hit; run the request, or start its CPU load (it then waits in `offload.loading`)."""
         match = admission.match
         hit_runs = list(request.sequence.slice(0, match.blocks))

@@ -29,8 +29,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..prompt import BlockRun, Prompt, runs_from_ids
-from .blocks import AGENTX, namespace_base, namespace_runs, output_block_runs
+from ...core.model import BlockRun
+from ..prompt import Prompt, runs_from_ids
+from .blocks import AGENTX, NODE_BLOCK_TOKENS, namespace_base, namespace_runs, output_block_runs
 from .files import read_records
 from .model import (
     TOOL_START,
@@ -46,8 +47,7 @@ from .model import (
 )
 from .rules import GapRule, GapTally, build_workload
 
-SOURCE = "agentx"
-NODE_BLOCK_TOKENS = 16
+AGENTX_SOURCE = "agentx"
 DEFAULT_API_TIME_S = 6.09
 """Median `api_time` of the dev half: stands in for the duration of a call whose `api_time` was not captured."""
 UNNUMBERED_SLOTS = 1 << 19
@@ -76,7 +76,7 @@ def load_agentx(
         slots.add(slot)
         tally = GapTally(rule)
         built.append((agentx_script(trace, slot, tally), tally))
-    return build_workload(Path(path).name, SOURCE, built, max_context)
+    return build_workload(Path(path).name, AGENTX_SOURCE, built, max_context)
 
 
 def trace_slot(trace_id: str, position: int) -> int:
@@ -103,7 +103,7 @@ def _blocks_per_trace_block(trace: Entry) -> int:
 
 
 def _meta(entries: Sequence[Entry], origin: str) -> ScriptMeta:
-    return ScriptMeta(source=SOURCE, model=str(entries[0]["model"]), shared_prefix_tokens=0, origin=origin)
+    return ScriptMeta(source=AGENTX_SOURCE, model=str(entries[0]["model"]), shared_prefix_tokens=0, origin=origin)
 
 
 def _agent_requests(

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ...core.model import shared_prefix_blocks
-from ..prompt import BlockRun
+from ...core.model import BlockRun, shared_prefix_blocks
 
+NODE_BLOCK_TOKENS = 16
+"""Tokens per KV block of the nodes the traces' block ids describe (vLLM's default `block_size`)."""
 AGENTX = 1
 MINI_SWE = 2
 SYNTHETIC = 3

@@ -25,15 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from ...core.events import PROGRAM_PATTERN
-from ...core.model import DurationHints
-from ..prompt import BlockRun, Prompt
-from .blocks import MINI_SWE, namespace_base, output_block_runs
+from ...core.model import BlockRun, DurationHints
+from ..prompt import Prompt
+from .blocks import MINI_SWE, NODE_BLOCK_TOKENS, namespace_base, output_block_runs
 from .files import read_records
 from .model import TOOL_FORMAT_ERROR, TOOL_START, RequestSpec, ScriptMeta, SessionScript, Workload
 from .rules import GapRule, GapTally, build_workload
 
-SOURCE = "mini-swe-agent"
-NODE_BLOCK_TOKENS = 16
+MINI_SWE_SOURCE = "mini-swe-agent"
 COMMAND_TIMEOUT_S = 60.0
 """`environment.timeout` of the run: the harness kills a command after 60 s."""
 SHARED_PREFIX_TOKENS = 159
@@ -85,7 +84,7 @@ def load_mini_swe(
             break
         tally = GapTally(rule)
         built.append((mini_swe_script(record, first_slot + position, llm_time, tally), tally))
-    return build_workload(Path(path).name, SOURCE, built, max_context)
+    return build_workload(Path(path).name, MINI_SWE_SOURCE, built, max_context)
 
 
 def mini_swe_script(record: Mapping[str, Any], slot: int, llm_time: LlmTimeModel, tally: GapTally) -> SessionScript:
@@ -114,7 +113,7 @@ def mini_swe_script(record: Mapping[str, Any], slot: int, llm_time: LlmTimeModel
             requests.append(
                 RequestSpec(prompt, output, gap_s, "tool", "bash", hints, produced, reported_program(program))
             )
-    meta = ScriptMeta(SOURCE, str(record.get("model", "")), SHARED_PREFIX_TOKENS, str(record["instance_id"]))
+    meta = ScriptMeta(MINI_SWE_SOURCE, str(record.get("model", "")), SHARED_PREFIX_TOKENS, str(record["instance_id"]))
     return SessionScript(str(record["instance_id"]), tuple(requests), meta)
 
 

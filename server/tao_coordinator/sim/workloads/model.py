@@ -26,8 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ...core.model import DurationHints
-from ..prompt import BlockRun, Prompt
+from ...core.model import BlockRun, DurationHints
+from ..prompt import Prompt
 
 GapKind = Literal["start", "tool", "user"]
 

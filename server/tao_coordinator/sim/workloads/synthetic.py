@@ -26,9 +26,9 @@ import zlib
 from dataclasses import dataclass
 from itertools import count
 
-from ...core.model import DurationHints
-from ..prompt import BlockRun, Prompt
-from .blocks import SYNTHETIC, namespace_base, output_block_runs, slice_runs
+from ...core.model import BlockRun, DurationHints
+from ..prompt import Prompt
+from .blocks import NODE_BLOCK_TOKENS, SYNTHETIC, namespace_base, output_block_runs, slice_runs
 from .distributions import QuantileTable as Q
 from .distributions import SyntheticPreset
 from .model import (
@@ -44,7 +44,6 @@ from .model import (
 )
 from .rules import GapRule, GapTally, build_workload
 
-NODE_BLOCK_TOKENS = 16
 MAX_ATTEMPTS_PER_SESSION = 200
 
 # fmt: off
