@@ -139,7 +139,7 @@ async def get_nodes(request: web.Request) -> web.Response:
     for name, config in service.nodes.items():
         node = core.nodes.get(name)
         demotion = core.demotion(name)
-        scraped = service.last_observation(name)
+        scraped = service.fleet.last_observation(name)
         nodes.append(
             protocol.NodeInfo(
                 name=name,

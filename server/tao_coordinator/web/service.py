@@ -1,14 +1,16 @@
 """The live driver: the scheduling core on an asyncio loop, fed by HTTP handlers, node pollers and KV events.
 
-Its parts, one job each: the current core with its history and decision log (`core_slot.py`), the grants on their
-way to clients (`grants.py`), the metrics (`metrics.py`), the demotion driver (`demotions.py`), the replica
-(`replica.py`), the session timelines (`timeline.py`), the registration caps (`caps.py`). None of them holds the
-service: each gets what it reads or calls, so `web/` has no import cycle (`tests/core/test_read_api.py`).
+Its parts, one job each: the current core with its history and decision log (`core_slot.py`), the watch over the
+fleet that feeds it scrapes and KV evidence (`fleet_watch.py`), the plans solved off the event loop
+(`plan_runner.py`), the ticks it asks for (`wakeup.py`), the grants on their way to clients (`grants.py`), the
+metrics (`metrics.py`), the demotion driver (`demotions.py`), the replica (`replica.py`), the session timelines
+(`timeline.py`), the registration caps (`caps.py`). None of them holds the service: each gets what it reads or calls,
+so `web/` has no import cycle (`tests/core/test_read_api.py`); those that feed the core do it through `feed`.
 
 Invariants:
 - the core is only touched from the event loop thread (`feed`), and only through its read API and `on_event`
   (`core/coordinator.py`); plans are solved in one worker thread on frozen snapshots and their results come back
-  through `feed(PlanFinished)` (`core/planner.py`);
+  through `feed(PlanFinished)` (`plan_runner.py`);
 - the core's clock is the loop's monotonic clock; wall-clock deadlines from clients are converted on the way in;
 - a `Route` becomes a grant (`grants.py`): it answers the session's waiting `acquire`, or is kept until the session
   asks, and calls that overlap a running one share its lease;
@@ -31,11 +33,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-
-import aiohttp
-import zmq.asyncio
 
 from tao_sdk import protocol
 
@@ -43,15 +41,12 @@ from ..config import CoordinatorConfig, NodeConfig
 from ..core.actions import Action, Expired, NodeDemoted, NodeRestored, ProbeNode, Route, StartPlan
 from ..core.coordinator import Coordinator
 from ..core.decision import PlanDecision
-from ..core.events import Acquire, CacheResidency, Event, LlmEnd, NodeUpdate, Tick, ToolEnd
+from ..core.events import Acquire, Event, LlmEnd, ToolEnd
 from ..core.forecast import ToolHistory, ToolKey, learned_duration
 from ..core.model import AgentSession, Phase, RunningTool
-from ..core.plan import Plan, PlanFinished
+from ..core.plan import PlanFinished
 from ..core.snapshot import PlanJob
 from ..core.state_machine import tool_end as checked_tool_end
-from ..fleet.kv_index import NodeKvIndex
-from ..fleet.kv_subscriber import KvEventSubscriber
-from ..fleet.poller import NodeObservation, NodePoller
 from ..ha.codec import SessionRecord
 from ..ha.store import ToolRow
 from ..store import HistoryStore, StoreUnavailable
@@ -60,11 +55,14 @@ from .caps import RegistrationCaps
 from .core_slot import CoreSlot
 from .decisions import DecisionLog
 from .demotions import DemotionDriver
+from .fleet_watch import FleetWatch
 from .grants import Grants
 from .metrics import ServiceMetrics, StateCollector
+from .plan_runner import PlanRunner
 from .replica import Replica
 from .timeline import Timelines
 from .tokens import SessionTokens
+from .wakeup import Wakeup
 
 log = logging.getLogger("tao.coordinator")
 
@@ -93,9 +91,16 @@ class CoordinatorService:
             self.store.prune()
             log.info("loaded %d tool durations into %d learned levels from %s", loaded, history.levels, self.store.path)
         self.core = CoreSlot(config, history)
-        self._kv_indexes: dict[str, NodeKvIndex] = {}
-        state = StateCollector(self.core, self.nodes, self.kv_index, self.store, lambda: self.caps.live())
+        # the parts that feed the core call `self.feed` as it is when they call: a test may wrap it meanwhile
+        state = StateCollector(
+            self.core, self.nodes, lambda name: self.fleet.kv_index(name), self.store, lambda: self.caps.live()
+        )
         self.metrics = ServiceMetrics(config.policy.name, state)
+        self.fleet = FleetWatch(self.nodes, config.fleet, self.core, lambda event: self.feed(event), state.observe_node)
+        self.plans = PlanRunner(
+            self.core, lambda event, job, solve_s: self.feed(event, job, solve_s), self.metrics.plan_seconds.observe
+        )
+        self.wakeup = Wakeup(self.core, lambda event: self.feed(event))
         self.replica = (
             Replica(
                 config.server,
@@ -122,15 +127,6 @@ class CoordinatorService:
         self.grants = Grants()
         self._ending: dict[tuple[str, str], asyncio.Task[None]] = {}
         """Tool ends being stored, by (session, call): a repeat waits for the first, then is judged afresh."""
-        self._observed: dict[str, NodeObservation] = {}
-        """Each node's last scrape: a core built anew (a replica's takeover) starts from them, not from nothing."""
-        self._tasks: list[asyncio.Task[None]] = []
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tao-planner")
-        self._tick: asyncio.TimerHandle | None = None
-        self._plan_task: asyncio.Future[None] | None = None
-        self._tick_at: float | None = None
-        self._http: aiohttp.ClientSession | None = None
-        self._zmq: zmq.asyncio.Context | None = None
 
     @property
     def coordinator(self) -> Coordinator:
@@ -161,45 +157,20 @@ class CoordinatorService:
         return self.loop.time()
 
     async def start(self) -> None:
-        self._feed_configured_nodes()
+        self.fleet.replay()
         if self.replica is not None:
             self.tokens = SessionTokens(await self.replica.start())
-        self._http = aiohttp.ClientSession()
-        for node in self.nodes.values():
-            poller = NodePoller(node, self.config.fleet, self._http, self.observe_node)
-            self._tasks.append(asyncio.create_task(poller.run(), name=f"poll {node.name}"))
-            if node.kv_events:
-                self._zmq = self._zmq or zmq.asyncio.Context()
-                index = self._kv_indexes.setdefault(node.name, NodeKvIndex())
-                for rank in range(node.dp_size):
-                    subscriber = KvEventSubscriber(
-                        node.name, node.kv_events, node.kv_events_replay, index, self._zmq, rank
-                    )
-                    self._tasks.append(asyncio.create_task(subscriber.run(), name=f"kv {node.name} rank {rank}"))
-        if self._kv_indexes:
-            self._tasks.append(asyncio.create_task(self._flush_kv_evidence(), name="kv flush"))
+        self.fleet.start()
         log.info("coordinator started: %d nodes, policy %s", len(self.nodes), self.config.policy.name)
-
-    def _feed_configured_nodes(self) -> None:
-        for node in self.nodes.values():
-            if node.capacity_tokens is not None:
-                self.feed(NodeUpdate(node.name, node.capacity_tokens))
 
     async def stop(self) -> None:
         if self.replica is not None:
             await self.replica.stop()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._tick is not None:
-            self._tick.cancel()
+        await self.fleet.stop()
+        self.wakeup.cancel()
         self.grants.cancel_waiting()
-        if self._http is not None:
-            await self._http.close()
         await self.demotions.stop()
-        if self._zmq is not None:
-            self._zmq.term()
-        self._executor.shutdown(wait=True)
+        self.plans.stop()
         if self.store is not None:
             self.store.close()
             store = self.store
@@ -247,7 +218,7 @@ class CoordinatorService:
             log.exception("could not record %s for the operator's view", type(event).__name__)
         for action in actions:
             self._carry_out(action)
-        self._schedule_tick()
+        self.wakeup.schedule()
         if self.replica is not None:
             self.replica.fed()
         return actions
@@ -262,45 +233,12 @@ class CoordinatorService:
             case Route():
                 self._grant(action.session_id, action.node)
             case StartPlan():
-                self._plan_task = asyncio.ensure_future(self._solve(action.job))
-                self._plan_task.add_done_callback(_report_plan_failure)
+                self.plans.start(action.job)
             case NodeDemoted() | ProbeNode() | NodeRestored():
                 self.demotions.carry_out(action)
             case Expired():
                 log.info("session %s expired: no event within its lease", action.session_id)
                 self.forget(action.session_id)
-
-    async def _solve(self, job: PlanJob) -> None:
-        core = self.coordinator
-
-        def timed() -> tuple[float, object]:
-            started = time.perf_counter()
-            plan = job.solve()
-            return time.perf_counter() - started, plan
-
-        try:
-            elapsed, plan = await self.loop.run_in_executor(self._executor, timed)
-        except Exception:
-            # the core holds no other plan while this one is in flight: an answer, even empty, must come back, or
-            # every session without a place waits for a plan that never ends
-            log.exception("plan %d could not be solved; an empty plan stands in", job.id)
-            elapsed, plan = 0.0, Plan(())
-        self.metrics.plan_seconds.observe(elapsed)
-        if self.coordinator is core:  # a replica that stopped leading meanwhile has a new core: the plan is void
-            self.feed(PlanFinished(job.id, plan), job, elapsed)  # type: ignore[arg-type]
-
-    def _schedule_tick(self) -> None:
-        wake = self.coordinator.next_wakeup()
-        if wake is None or wake == self._tick_at:
-            return
-        if self._tick is not None:
-            self._tick.cancel()
-        self._tick_at = wake
-        self._tick = self.loop.call_at(max(wake, self.now()), self._on_tick)
-
-    def _on_tick(self) -> None:
-        self._tick = self._tick_at = None
-        self.feed(Tick())
 
     # -- sessions --------------------------------------------------------------------------------------------------
 
@@ -392,43 +330,6 @@ class CoordinatorService:
     def wall_to_core(self, unix_time: float) -> float:
         return self.now() + (unix_time - time.time())
 
-    # -- the fleet -------------------------------------------------------------------------------------------------
-
-    def last_observation(self, name: str) -> NodeObservation | None:
-        """What the node's last scrape reported (with its reason when the node is not used); None before the first."""
-        return self._observed.get(name)
-
-    def kv_index(self, name: str) -> NodeKvIndex | None:
-        """The node's KV-event index; None without KV events."""
-        return self._kv_indexes.get(name)
-
-    def observe_node(self, observation: NodeObservation) -> None:
-        self.metrics.state.observe_node(observation)
-        self._observed[observation.name] = observation
-        known = self.coordinator.nodes.get(observation.name)
-        capacity = observation.capacity_tokens or (known.capacity_tokens if known else None)
-        if capacity is None and not observation.healthy:
-            capacity = 0  # down since start-up: known, so that a fleet with no healthy node is recognised as such
-        if capacity is None:
-            return
-        # the load figures feed load-aware policies (least-loaded, llm-d) and TAO's adaptive utilisation target; a
-        # change in them alone starts no plan
-        self.feed(
-            NodeUpdate(
-                observation.name,
-                capacity,
-                observation.block_size,
-                observation.healthy,
-                observation.prefix_hit_rate,
-                observation.running,
-                observation.waiting,
-                observation.kv_usage,
-                int(observation.preemptions),
-                cpu_capacity_tokens=observation.cpu_capacity_tokens,
-                counters=observation.counters,
-            )
-        )
-
     # -- replicas (`replica.py`) -------------------------------------------------------------------------------------
 
     def record_of(self, session: AgentSession) -> SessionRecord:
@@ -455,7 +356,7 @@ class CoordinatorService:
             if record.token is not None:
                 self.session_tokens[record.session.id] = record.token
         self.coordinator.restore(sessions)  # from here on, what the core touches is written
-        self._schedule_tick()
+        self.wakeup.schedule()
 
     def forget_everything(self, error: Exception, history: ToolHistory | None = None) -> None:
         """Drop every session (a replica that stopped leading): waiting acquires fail with `error`, a plan in flight
@@ -464,23 +365,7 @@ class CoordinatorService:
         self.session_tokens.clear()
         self.caps.clear()
         self.core.install(history or ToolHistory.from_settings(self.config.core))
-        self._feed_configured_nodes()
-        for observation in list(self._observed.values()):
-            self.observe_node(observation)
-
-    async def _flush_kv_evidence(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.fleet.kv_flush_interval_s)
-            for node, index in self._kv_indexes.items():
-                for (session_id, tier), tokens in index.take_changed().items():
-                    if session_id in self.coordinator.sessions:
-                        self.feed(CacheResidency(node, session_id, tokens, tier))
-
-
-def _report_plan_failure(task: asyncio.Future[None]) -> None:
-    """A plan whose result never reached the core leaves it waiting for that plan: say so loudly, at once."""
-    if not task.cancelled() and (error := task.exception()) is not None:
-        log.error("a finished plan could not be handed to the core; no plan will start again", exc_info=error)
+        self.fleet.replay()
 
 
 def acquire_event(session_id: str, request: protocol.AcquireRequest) -> Acquire:
