@@ -1,11 +1,13 @@
 """Outside `core/`, the core is read through the Coordinator's read API only, and `web/` has no import cycle.
 
-Four checks: the Coordinator's public surface (class and instance) is exactly `READ_API` (its docstring in
+Five checks: the Coordinator's public surface (class and instance) is exactly `READ_API` (its docstring in
 `core/coordinator.py` describes each name), so its internals cannot be reached by a public name; no module outside
 `core/` reads a private `_name` of another object (only `self.`, `cls.` and `super().` may), so they cannot be
 reached by a private one either; no test outside `tests/core/` reads a private attribute or method of a class of
-`core/` (they assert through the read API and what the core returns, as the product does); and no module of `web/`
-imports, even for type checking only, a module that imports it back.
+`core/` (they assert through the read API and what the core returns, as the product does); the observers of
+`web/` (metrics, timelines, decision log, replica) read none of the core's settings, state or planner, only what it
+returned and its read figures; and no module of `web/` imports, even for type checking only, a module that imports
+it back.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ READ_API = {
     "holders",
     "waiting",
     "used_cells",
+    "used_tokens",
     "cannot_avoid",
     "plan_stats",
     "plan_in_flight",
@@ -43,6 +46,7 @@ READ_API = {
     "horizon_s",
     "mean_horizon_s",
     "demotion",
+    "credit_half_life",
     "half_life_fit",
     "retention_observations",
 }
@@ -86,6 +90,29 @@ def test_the_scan_catches_a_private_read(tmp_path):
     module.write_text("def f(core):\n    return core._state.sessions, self._x, super()._y()\n")
     (bad,) = [line.split(" reads ")[1] for line in private_reads(module, tmp_path)]
     assert bad == "core._state"
+
+
+OBSERVERS = ("metrics", "fleet_metrics", "demotions", "timeline", "decisions", "replica")
+"""The modules of `web/` that tell what happened: they learn it from what the service fed the core, what the core
+returned (actions, plan records) and its read figures; the core's `settings`, state and planner are not theirs to
+read."""
+INTERNALS = ("settings", "state", "planner")
+
+
+def internal_reads(path: Path) -> list[str]:
+    """Every `x.settings`, `x.state` or `x.planner` in `path` whose `x` is not `self`."""
+    return [
+        f"{path.name}:{node.lineno} reads {ast.unparse(node)}"
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Attribute) and node.attr in INTERNALS and not _on_self(node)
+    ]
+
+
+def test_the_observers_read_no_settings_state_or_planner_of_the_core():
+    offenders = []
+    for observer in OBSERVERS:
+        offenders += internal_reads(SERVER / "web" / f"{observer}.py")
+    assert offenders == []
 
 
 def private_names_of_classes(root: Path) -> set[str]:
