@@ -19,8 +19,8 @@ Invariants:
 - what was decided is told here, not in the core: every fed event goes to the session timelines (`timeline.py`),
   every applied plan and every admission at an acquire to the decision log (`decisions.py`);
 - without `--redis`, a tool end is fed to the core only once what the history learns from it is committed to the
-  store (`store.py`), and answered after that; one the store cannot take raises `StoreUnavailable` (a 503) and is
-  never fed, so a refused tool end changes nothing;
+  store (`tool_ends.py`), and answered after that; one the store cannot take raises `StoreUnavailable` (a 503) and
+  is never fed, so a refused tool end changes nothing;
 - with `--redis` (`replica.py`) the sessions each fed event touched are written to Redis before the request that fed
   it is answered, and a replica that stops leading replaces its core with an empty one; a plan solved for a core
   that was replaced meanwhile is dropped.
@@ -33,7 +33,6 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import replace
 
 from tao_sdk import protocol
 
@@ -42,14 +41,13 @@ from ..core.actions import Action, Expired, NodeDemoted, NodeRestored, ProbeNode
 from ..core.coordinator import Coordinator
 from ..core.decision import PlanDecision
 from ..core.events import Acquire, Event, LlmEnd, ToolEnd
-from ..core.forecast import ToolHistory, ToolKey, learned_duration
+from ..core.forecast import ToolHistory, ToolKey
 from ..core.model import AgentSession, Phase, RunningTool
 from ..core.plan import PlanFinished
 from ..core.snapshot import PlanJob
-from ..core.state_machine import tool_end as checked_tool_end
 from ..ha.codec import SessionRecord
 from ..ha.store import ToolRow
-from ..store import HistoryStore, StoreUnavailable
+from ..store import HistoryStore
 from .cache_reports import CacheReports
 from .caps import RegistrationCaps
 from .core_slot import CoreSlot
@@ -62,6 +60,7 @@ from .plan_runner import PlanRunner
 from .replica import Replica
 from .timeline import Timelines
 from .tokens import SessionTokens
+from .tool_ends import ToolEnds
 from .wakeup import Wakeup
 
 log = logging.getLogger("tao.coordinator")
@@ -125,8 +124,7 @@ class CoordinatorService:
             SessionTokens.in_state_dir(config.server.state_dir) if self.replica is None else SessionTokens(b"")
         )
         self.grants = Grants()
-        self._ending: dict[tuple[str, str], asyncio.Task[None]] = {}
-        """Tool ends being stored, by (session, call): a repeat waits for the first, then is judged afresh."""
+        self.tool_ends = ToolEnds(self.core, self.store, self._feed_tool_end, self.metrics.store_refused.inc)
 
     @property
     def coordinator(self) -> Coordinator:
@@ -282,43 +280,9 @@ class CoordinatorService:
         )
 
     async def tool_end(self, event: ToolEnd) -> None:
-        """Feed a tool's end, with the duration the history learns from it. Without `--redis` that row is stored
-        first: this returns once it is committed and the event fed, and raises `StoreUnavailable` with the core
-        unchanged when the store cannot take it; a session that closes while its row is written keeps the row (the
-        tool did run that long), and the answer is then the core's error. With `--redis` the replica stores the
-        row before the answer (`replica.py`)."""
-        key = (event.session_id, event.call_id)
-        while (pending := self._ending.get(key)) is not None:
-            await asyncio.wait([pending])
-        session = self.coordinator.session(event.session_id)
-        now = self.now()
-        checked_tool_end(session, now, event.call_id)  # raises as feeding it would, and changes nothing
-        running = next(tool for tool in session.tools if tool.call_id == event.call_id)
-        duration = event.duration_s if event.duration_s is not None else max(0.0, now - running.started_at)
-        ended = replace(event, duration_s=duration)
-        row = (running.tool, running.program, learned_duration(running.hints, duration), time.time())
-        if self.store is None:
-            self._feed_tool_end(ended, running, row)
-            return
-        ending = asyncio.ensure_future(self._store_then_feed(ended, running, row))
-        self._ending[key] = ending
-        ending.add_done_callback(lambda done: self._ended(key, done))
-        await asyncio.shield(ending)  # a client that hangs up does not stop a stored row from being fed
-
-    async def _store_then_feed(self, event: ToolEnd, running: RunningTool, row: ToolRow) -> None:
-        assert self.store is not None
-        try:
-            await asyncio.wrap_future(self.store.record(*row))
-        except StoreUnavailable:
-            self.metrics.store_refused.inc()
-            raise
-        self._feed_tool_end(event, running, row)
-
-    def _ended(self, key: tuple[str, str], done: asyncio.Task[None]) -> None:
-        if self._ending.get(key) is done:
-            del self._ending[key]
-        if not done.cancelled():
-            done.exception()  # read here too: its requester may have hung up
+        """Feed a tool's end, with the duration the history learns from it, once its row is stored
+        (`tool_ends.py`)."""
+        await self.tool_ends.end(event)
 
     def _feed_tool_end(self, event: ToolEnd, running: RunningTool, row: ToolRow) -> None:
         self.feed(event)
