@@ -21,6 +21,7 @@ from tao_coordinator.core.events import (
     ToolEnd,
     ToolStart,
 )
+from tao_coordinator.core.forecast import ToolHistory
 from tao_coordinator.core.model import DurationHints, Phase
 from tao_coordinator.core.policies import UnknownPolicy, make_policy
 from tao_coordinator.core.settings import CoreSettings
@@ -31,9 +32,9 @@ from tao_coordinator.core.state import capacity_cells
 PROMPT = 30_000
 
 
-def fleet(policy="tao", nodes=("a", "b"), capacity=70_000, **settings):
+def fleet(policy="tao", nodes=("a", "b"), capacity=70_000, history=None, **settings):
     settings.setdefault("lease_ttl_s", 1e6)  # these clients never heartbeat; lease tests set their own TTL
-    coordinator = Coordinator(make_policy(policy), CoreSettings(**settings))
+    coordinator = Coordinator(make_policy(policy), CoreSettings(**settings), history=history)
     for node in nodes:
         coordinator.on_event(NodeUpdate(node, capacity), 0.0)
     return coordinator
@@ -195,13 +196,14 @@ def test_tool_timeout_hint_extends_the_lease():
 
 
 def test_tool_durations_are_learned_and_predict_the_next_call():
-    c = fleet()
+    history = ToolHistory.from_settings(CoreSettings())  # the caller's to read: the core adds every tool end to it
+    c = fleet(history=history)
     start(c, "s0")
     finish_call(c, "s0", 1.0)
     for k in range(16):
         c.on_event(ToolStart("s0", f"t{k}", "Bash", program="pytest"), 10.0 * k)
         c.on_event(ToolEnd("s0", f"t{k}", duration_s=2.0), 10.0 * k + 2)
-    assert list(c._history.shared("bash:pytest").values()) == [2.0] * 16
+    assert list(history.shared("bash:pytest").values()) == [2.0] * 16
     c.on_event(ToolStart("s0", "t99", "bash", program="pytest"), 200.0)  # another harness's spelling: one key
     running = c.session("s0").tools[0]
     assert running.source == "forecast"

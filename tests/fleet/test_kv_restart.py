@@ -59,7 +59,7 @@ async def test_after_a_restart_new_events_give_credit_within_two_seconds_and_sta
         await chat(node, new, 100)
         await eventually(lambda: credit(c, new) > 0 and credit(c, old) == 0, timeout=5.0)
         assert time.monotonic() - started <= 2.0
-        index = c.service.kv_index("node-0")
+        index = c.service.fleet.kv_index("node-0")
         assert index is not None and index.resets == 1
         restarts = [r.getMessage() for r in caplog.records if "went back" in r.getMessage()]
         assert restarts == ["node node-0 rank 0: KV-event numbers went back to 0: the engine restarted; its index is "

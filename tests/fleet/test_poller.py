@@ -63,7 +63,7 @@ async def test_a_cpu_tier_nodes_counters_reach_the_coordinator_as_a_node_update(
             service = CoordinatorService(coordinator)
             fed: list[object] = []
             listen_to_feed(service, lambda event, actions, error: fed.append(event))
-            poller = NodePoller(coordinator.nodes[0], coordinator.fleet, http, service.observe_node)
+            poller = NodePoller(coordinator.nodes[0], coordinator.fleet, http, service.fleet.observe)
             await poller.scrape_once()
             await service.stop()
     update = fed[-1]

@@ -213,11 +213,7 @@ async def test_metrics_are_prometheus_text_and_move(tmp_path, fleet):
         assert await c.metric("tao_node_credit_half_life_seconds", node="node-0") == 10.0
         assert await c.metric("tao_node_retention_observations_total", node="node-0") == 0
         fitted = families.get("tao_node_credit_half_life_fitted_seconds")
-        assert fitted is None or not fitted.samples  # no estimate yet
-        for _ in range(20):
-            c.service.coordinator._half_lives.observe("node-0", 30.0, 1024, 256)  # a quarter kept after 30 s
-        assert abs(await c.metric("tao_node_credit_half_life_fitted_seconds", node="node-0") - 15.0) < 1.0
-        assert await c.metric("tao_node_credit_half_life_seconds", node="node-0") == 10.0  # fit off by default
+        assert fitted is None or not fitted.samples  # no estimate yet (test_state_collector.py: once there is one)
 
 
 async def test_scraped_load_reaches_the_core_and_the_metrics(tmp_path):

@@ -35,12 +35,13 @@ applies to TAO. Events that only feed routers (`KvCacheEvent`, `LlmFirstToken`, 
 nothing but the node's load figures) change no session and plan nothing; the policy's `observe` sees them.
 
 What drivers and observers may know of the core is its read API, and nothing else: `sessions`/`session`, `nodes`,
-`holders`, `waiting`, `used_cells()`, the plan counters (`plan_stats`, `plan_in_flight`, `plan_pending`), the
-horizon, each node's demotion standing and half-life fit, and `settings`. Besides `on_event` and `next_wakeup`, a
-driver may only `take_touched` (what a replica writes, `web/replica.py`) and `restore` stored sessions. Everything
-else is private; `tests/core/test_read_api.py` pins this surface and fails when a module outside `core/` reads a
-private name of another object. The `ToolHistory` given to the constructor stays the caller's to read (to persist
-or count it): the core adds every tool end to it.
+`holders`, `waiting`, `used_cells()` and `used_tokens()`, the plan counters (`plan_stats`, `plan_in_flight`,
+`plan_pending`), the horizon, each node's demotion standing, credit half-life and half-life fit, and `settings` (the
+domain limits request checks share with the core; observers read the figures above instead). Besides `on_event`
+and `next_wakeup`, a driver may only `take_touched` (what a replica writes, `web/replica.py`) and `restore` stored
+sessions. Everything else is private; `tests/core/test_read_api.py` pins this surface and fails when a module outside
+`core/` reads a private name of another object. The `ToolHistory` given to the constructor stays the caller's to read
+(to persist or count it): the core adds every tool end to it.
 """
 
 from __future__ import annotations
@@ -177,6 +178,11 @@ class Coordinator:
         """Cells of `settings.capacity_quantum_tokens` each node's holders hold now (what the planner checks)."""
         return self._state.used_cells(self._settings)
 
+    def used_tokens(self) -> dict[NodeId, int]:
+        """KV tokens each node's holders hold now: their cells, in tokens."""
+        quantum = self._settings.capacity_quantum_tokens
+        return {node_id: cells * quantum for node_id, cells in self.used_cells().items()}
+
     @property
     def plan_stats(self) -> PlannerStats:
         """How plans ended so far (`core/planner.py`). The counts only grow; read them, never change them."""
@@ -218,6 +224,11 @@ class Coordinator:
     def half_life_fit(self, node_id: NodeId) -> float | None:
         """The credit half-life fitted from the node's observed retention, used or not; None before enough of it."""
         return self._half_lives.estimate(node_id)
+
+    def credit_half_life(self, node_id: NodeId) -> float | None:
+        """The half-life cache credit decays with on node `node_id`: its fitted one, else the configured one; None
+        without decay. Raises `KeyError` for a node never seen."""
+        return node_half_life(self._state.nodes[node_id], self._settings)
 
     def retention_observations(self, node_id: NodeId) -> int:
         """Observations that fed the node's half-life fit (`signals/retention.py`)."""

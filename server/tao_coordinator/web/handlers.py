@@ -130,7 +130,7 @@ async def get_nodes(request: web.Request) -> web.Response:
     require_api(request)
     service = _service(request)
     core = service.coordinator
-    used = core.used_cells()
+    used = core.used_tokens()
     holders: dict[str, int] = {}
     for session in core.sessions.values():
         if session.node is not None:
@@ -139,14 +139,14 @@ async def get_nodes(request: web.Request) -> web.Response:
     for name, config in service.nodes.items():
         node = core.nodes.get(name)
         demotion = core.demotion(name)
-        scraped = service.last_observation(name)
+        scraped = service.fleet.last_observation(name)
         nodes.append(
             protocol.NodeInfo(
                 name=name,
                 url=config.url,
                 healthy=node is not None and node.healthy,
                 capacity_tokens=node.capacity_tokens if node else 0,
-                used_tokens=used.get(name, 0) * core.settings.capacity_quantum_tokens,
+                used_tokens=used.get(name, 0),
                 prefix_hit_rate=node.prefix_hit_rate if node else 0.0,
                 sessions=holders.get(name, 0),
                 demoted=demotion.demoted,

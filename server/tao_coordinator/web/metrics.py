@@ -28,7 +28,6 @@ from ..core.events import Acquire, Close, Event, LlmEnd, Register, ToolStart
 from ..core.forecast.keys import normalise_tool
 from ..core.model import AgentSession, NodeLoad, Phase, RunningTool
 from ..core.plan import PlanFinished
-from ..core.signals.cache_credit import node_half_life
 from ..fleet.kv_index import NodeKvIndex
 from ..fleet.poller import NodeObservation
 from ..store import HistoryStore
@@ -121,8 +120,7 @@ class StateCollector(Collector):
 
     def _nodes(self) -> Iterator[Metric]:
         core = self.core.coordinator
-        quantum = core.settings.capacity_quantum_tokens
-        used = core.used_cells()
+        used = core.used_tokens()
         capacity = GaugeMetricFamily("tao_node_capacity_tokens", "KV capacity of each node.", labels=["node"])
         use = GaugeMetricFamily("tao_node_used_tokens", "KV tokens held by admitted sessions.", labels=["node"])
         healthy = GaugeMetricFamily("tao_node_healthy", "1 when the node answers and is healthy.", labels=["node"])
@@ -134,7 +132,7 @@ class StateCollector(Collector):
         preemptions = CounterMetricFamily("tao_node_preemptions", "vLLM's preemptions, as scraped.", labels=["node"])
         for name, node in sorted(core.nodes.items()):
             capacity.add_metric([name], node.capacity_tokens)
-            use.add_metric([name], used.get(name, 0) * quantum)
+            use.add_metric([name], used.get(name, 0))
             healthy.add_metric([name], 1.0 if node.healthy else 0.0)
             load = self.node_load[name].load if name in self.node_load else NodeLoad()
             running.add_metric([name], load.running)
@@ -158,8 +156,8 @@ class StateCollector(Collector):
         observations = CounterMetricFamily(
             "tao_node_retention_observations", "Observations that fed the node's half-life fit.", labels=["node"]
         )
-        for name, node in sorted(core.nodes.items()):
-            if (half_life := node_half_life(node, core.settings)) is not None:
+        for name in sorted(core.nodes):
+            if (half_life := core.credit_half_life(name)) is not None:
                 used.add_metric([name], half_life)
             if (estimate := core.half_life_fit(name)) is not None:
                 fitted.add_metric([name], estimate)

@@ -1,14 +1,16 @@
 """The live driver: the scheduling core on an asyncio loop, fed by HTTP handlers, node pollers and KV events.
 
-Its parts, one job each: the current core with its history and decision log (`core_slot.py`), the grants on their
-way to clients (`grants.py`), the metrics (`metrics.py`), the demotion driver (`demotions.py`), the replica
-(`replica.py`), the session timelines (`timeline.py`), the registration caps (`caps.py`). None of them holds the
-service: each gets what it reads or calls, so `web/` has no import cycle (`tests/core/test_read_api.py`).
+Its parts, one job each: the current core with its history and decision log (`core_slot.py`), the watch over the
+fleet that feeds it scrapes and KV evidence (`fleet_watch.py`), the plans solved off the event loop
+(`plan_runner.py`), the ticks it asks for (`wakeup.py`), the grants on their way to clients (`grants.py`), the
+metrics (`metrics.py`), the demotion driver (`demotions.py`), the replica (`replica.py`), the session timelines
+(`timeline.py`), the registration caps (`caps.py`). None of them holds the service: each gets what it reads or calls,
+so `web/` has no import cycle (`tests/core/test_read_api.py`); those that feed the core do it through `feed`.
 
 Invariants:
 - the core is only touched from the event loop thread (`feed`), and only through its read API and `on_event`
   (`core/coordinator.py`); plans are solved in one worker thread on frozen snapshots and their results come back
-  through `feed(PlanFinished)` (`core/planner.py`);
+  through `feed(PlanFinished)` (`plan_runner.py`);
 - the core's clock is the loop's monotonic clock; wall-clock deadlines from clients are converted on the way in;
 - a `Route` becomes a grant (`grants.py`): it answers the session's waiting `acquire`, or is kept until the session
   asks, and calls that overlap a running one share its lease;
@@ -17,8 +19,8 @@ Invariants:
 - what was decided is told here, not in the core: every fed event goes to the session timelines (`timeline.py`),
   every applied plan and every admission at an acquire to the decision log (`decisions.py`);
 - without `--redis`, a tool end is fed to the core only once what the history learns from it is committed to the
-  store (`store.py`), and answered after that; one the store cannot take raises `StoreUnavailable` (a 503) and is
-  never fed, so a refused tool end changes nothing;
+  store (`tool_ends.py`), and answered after that; one the store cannot take raises `StoreUnavailable` (a 503) and
+  is never fed, so a refused tool end changes nothing;
 - with `--redis` (`replica.py`) the sessions each fed event touched are written to Redis before the request that fed
   it is answered, and a replica that stops leading replaces its core with an empty one; a plan solved for a core
   that was replaced meanwhile is dropped.
@@ -31,11 +33,6 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
-
-import aiohttp
-import zmq.asyncio
 
 from tao_sdk import protocol
 
@@ -43,27 +40,27 @@ from ..config import CoordinatorConfig, NodeConfig
 from ..core.actions import Action, Expired, NodeDemoted, NodeRestored, ProbeNode, Route, StartPlan
 from ..core.coordinator import Coordinator
 from ..core.decision import PlanDecision
-from ..core.events import Acquire, CacheResidency, Event, LlmEnd, NodeUpdate, Tick, ToolEnd
-from ..core.forecast import ToolHistory, ToolKey, learned_duration
+from ..core.events import Acquire, Event, LlmEnd, ToolEnd
+from ..core.forecast import ToolHistory, ToolKey
 from ..core.model import AgentSession, Phase, RunningTool
-from ..core.plan import Plan, PlanFinished
+from ..core.plan import PlanFinished
 from ..core.snapshot import PlanJob
-from ..core.state_machine import tool_end as checked_tool_end
-from ..fleet.kv_index import NodeKvIndex
-from ..fleet.kv_subscriber import KvEventSubscriber
-from ..fleet.poller import NodeObservation, NodePoller
 from ..ha.codec import SessionRecord
-from ..store import HistoryStore, StoreUnavailable, ToolRow
+from ..store import HistoryStore, ToolRow
 from .cache_reports import CacheReports
 from .caps import RegistrationCaps
 from .core_slot import CoreSlot
 from .decisions import DecisionLog
 from .demotions import DemotionDriver
+from .fleet_watch import FleetWatch
 from .grants import Grants
 from .metrics import ServiceMetrics, StateCollector
+from .plan_runner import PlanRunner
 from .replica import Replica
 from .timeline import Timelines
 from .tokens import SessionTokens
+from .tool_ends import ToolEnds
+from .wakeup import Wakeup
 
 log = logging.getLogger("tao.coordinator")
 
@@ -92,9 +89,16 @@ class CoordinatorService:
             self.store.prune()
             log.info("loaded %d tool durations into %d learned levels from %s", loaded, history.levels, self.store.path)
         self.core = CoreSlot(config, history)
-        self._kv_indexes: dict[str, NodeKvIndex] = {}
-        state = StateCollector(self.core, self.nodes, self.kv_index, self.store, lambda: self.caps.live())
+        # the parts that feed the core call `self.feed` as it is when they call: a test may wrap it meanwhile
+        state = StateCollector(
+            self.core, self.nodes, lambda name: self.fleet.kv_index(name), self.store, lambda: self.caps.live()
+        )
         self.metrics = ServiceMetrics(config.policy.name, state)
+        self.fleet = FleetWatch(self.nodes, config.fleet, self.core, lambda event: self.feed(event), state.observe_node)
+        self.plans = PlanRunner(
+            self.core, lambda event, job, solve_s: self.feed(event, job, solve_s), self.metrics.plan_seconds.observe
+        )
+        self.wakeup = Wakeup(self.core, lambda event: self.feed(event))
         self.replica = (
             Replica(
                 config.server,
@@ -119,17 +123,7 @@ class CoordinatorService:
             SessionTokens.in_state_dir(config.server.state_dir) if self.replica is None else SessionTokens(b"")
         )
         self.grants = Grants()
-        self._ending: dict[tuple[str, str], asyncio.Task[None]] = {}
-        """Tool ends being stored, by (session, call): a repeat waits for the first, then is judged afresh."""
-        self._observed: dict[str, NodeObservation] = {}
-        """Each node's last scrape: a core built anew (a replica's takeover) starts from them, not from nothing."""
-        self._tasks: list[asyncio.Task[None]] = []
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tao-planner")
-        self._tick: asyncio.TimerHandle | None = None
-        self._plan_task: asyncio.Future[None] | None = None
-        self._tick_at: float | None = None
-        self._http: aiohttp.ClientSession | None = None
-        self._zmq: zmq.asyncio.Context | None = None
+        self.tool_ends = ToolEnds(self.core, self.store, self._feed_tool_end, self.metrics.store_refused.inc)
 
     @property
     def coordinator(self) -> Coordinator:
@@ -160,45 +154,20 @@ class CoordinatorService:
         return self.loop.time()
 
     async def start(self) -> None:
-        self._feed_configured_nodes()
+        self.fleet.replay()
         if self.replica is not None:
             self.tokens = SessionTokens(await self.replica.start())
-        self._http = aiohttp.ClientSession()
-        for node in self.nodes.values():
-            poller = NodePoller(node, self.config.fleet, self._http, self.observe_node)
-            self._tasks.append(asyncio.create_task(poller.run(), name=f"poll {node.name}"))
-            if node.kv_events:
-                self._zmq = self._zmq or zmq.asyncio.Context()
-                index = self._kv_indexes.setdefault(node.name, NodeKvIndex())
-                for rank in range(node.dp_size):
-                    subscriber = KvEventSubscriber(
-                        node.name, node.kv_events, node.kv_events_replay, index, self._zmq, rank
-                    )
-                    self._tasks.append(asyncio.create_task(subscriber.run(), name=f"kv {node.name} rank {rank}"))
-        if self._kv_indexes:
-            self._tasks.append(asyncio.create_task(self._flush_kv_evidence(), name="kv flush"))
+        self.fleet.start()
         log.info("coordinator started: %d nodes, policy %s", len(self.nodes), self.config.policy.name)
-
-    def _feed_configured_nodes(self) -> None:
-        for node in self.nodes.values():
-            if node.capacity_tokens is not None:
-                self.feed(NodeUpdate(node.name, node.capacity_tokens))
 
     async def stop(self) -> None:
         if self.replica is not None:
             await self.replica.stop()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._tick is not None:
-            self._tick.cancel()
+        await self.fleet.stop()
+        self.wakeup.cancel()
         self.grants.cancel_waiting()
-        if self._http is not None:
-            await self._http.close()
         await self.demotions.stop()
-        if self._zmq is not None:
-            self._zmq.term()
-        self._executor.shutdown(wait=True)
+        self.plans.stop()
         if self.store is not None:
             self.store.close()
             store = self.store
@@ -246,7 +215,7 @@ class CoordinatorService:
             log.exception("could not record %s for the operator's view", type(event).__name__)
         for action in actions:
             self._carry_out(action)
-        self._schedule_tick()
+        self.wakeup.schedule()
         if self.replica is not None:
             self.replica.fed()
         return actions
@@ -261,45 +230,12 @@ class CoordinatorService:
             case Route():
                 self._grant(action.session_id, action.node)
             case StartPlan():
-                self._plan_task = asyncio.ensure_future(self._solve(action.job))
-                self._plan_task.add_done_callback(_report_plan_failure)
+                self.plans.start(action.job)
             case NodeDemoted() | ProbeNode() | NodeRestored():
                 self.demotions.carry_out(action)
             case Expired():
                 log.info("session %s expired: no event within its lease", action.session_id)
                 self.forget(action.session_id)
-
-    async def _solve(self, job: PlanJob) -> None:
-        core = self.coordinator
-
-        def timed() -> tuple[float, object]:
-            started = time.perf_counter()
-            plan = job.solve()
-            return time.perf_counter() - started, plan
-
-        try:
-            elapsed, plan = await self.loop.run_in_executor(self._executor, timed)
-        except Exception:
-            # the core holds no other plan while this one is in flight: an answer, even empty, must come back, or
-            # every session without a place waits for a plan that never ends
-            log.exception("plan %d could not be solved; an empty plan stands in", job.id)
-            elapsed, plan = 0.0, Plan(())
-        self.metrics.plan_seconds.observe(elapsed)
-        if self.coordinator is core:  # a replica that stopped leading meanwhile has a new core: the plan is void
-            self.feed(PlanFinished(job.id, plan), job, elapsed)  # type: ignore[arg-type]
-
-    def _schedule_tick(self) -> None:
-        wake = self.coordinator.next_wakeup()
-        if wake is None or wake == self._tick_at:
-            return
-        if self._tick is not None:
-            self._tick.cancel()
-        self._tick_at = wake
-        self._tick = self.loop.call_at(max(wake, self.now()), self._on_tick)
-
-    def _on_tick(self) -> None:
-        self._tick = self._tick_at = None
-        self.feed(Tick())
 
     # -- sessions --------------------------------------------------------------------------------------------------
 
@@ -343,43 +279,9 @@ class CoordinatorService:
         )
 
     async def tool_end(self, event: ToolEnd) -> None:
-        """Feed a tool's end, with the duration the history learns from it. Without `--redis` that row is stored
-        first: this returns once it is committed and the event fed, and raises `StoreUnavailable` with the core
-        unchanged when the store cannot take it; a session that closes while its row is written keeps the row (the
-        tool did run that long), and the answer is then the core's error. With `--redis` the replica stores the
-        row before the answer (`replica.py`)."""
-        key = (event.session_id, event.call_id)
-        while (pending := self._ending.get(key)) is not None:
-            await asyncio.wait([pending])
-        session = self.coordinator.session(event.session_id)
-        now = self.now()
-        checked_tool_end(session, now, event.call_id)  # raises as feeding it would, and changes nothing
-        running = next(tool for tool in session.tools if tool.call_id == event.call_id)
-        duration = event.duration_s if event.duration_s is not None else max(0.0, now - running.started_at)
-        ended = replace(event, duration_s=duration)
-        row = (running.tool, running.program, learned_duration(running.hints, duration), time.time())
-        if self.store is None:
-            self._feed_tool_end(ended, running, row)
-            return
-        ending = asyncio.ensure_future(self._store_then_feed(ended, running, row))
-        self._ending[key] = ending
-        ending.add_done_callback(lambda done: self._ended(key, done))
-        await asyncio.shield(ending)  # a client that hangs up does not stop a stored row from being fed
-
-    async def _store_then_feed(self, event: ToolEnd, running: RunningTool, row: ToolRow) -> None:
-        assert self.store is not None
-        try:
-            await asyncio.wrap_future(self.store.record(*row))
-        except StoreUnavailable:
-            self.metrics.store_refused.inc()
-            raise
-        self._feed_tool_end(event, running, row)
-
-    def _ended(self, key: tuple[str, str], done: asyncio.Task[None]) -> None:
-        if self._ending.get(key) is done:
-            del self._ending[key]
-        if not done.cancelled():
-            done.exception()  # read here too: its requester may have hung up
+        """Feed a tool's end, with the duration the history learns from it, once its row is stored
+        (`tool_ends.py`)."""
+        await self.tool_ends.end(event)
 
     def _feed_tool_end(self, event: ToolEnd, running: RunningTool, row: ToolRow) -> None:
         self.feed(event)
@@ -390,40 +292,6 @@ class CoordinatorService:
 
     def wall_to_core(self, unix_time: float) -> float:
         return self.now() + (unix_time - time.time())
-
-    # -- the fleet -------------------------------------------------------------------------------------------------
-
-    def last_observation(self, name: str) -> NodeObservation | None:
-        """What the node's last scrape reported (with its reason when the node is not used); None before the first."""
-        return self._observed.get(name)
-
-    def kv_index(self, name: str) -> NodeKvIndex | None:
-        """The node's KV-event index; None without KV events."""
-        return self._kv_indexes.get(name)
-
-    def observe_node(self, observation: NodeObservation) -> None:
-        self.metrics.state.observe_node(observation)
-        self._observed[observation.name] = observation
-        known = self.coordinator.nodes.get(observation.name)
-        capacity = observation.capacity_tokens or (known.capacity_tokens if known else None)
-        if capacity is None and not observation.healthy:
-            capacity = 0  # down since start-up: known, so that a fleet with no healthy node is recognised as such
-        if capacity is None:
-            return
-        # the load figures feed load-aware policies (least-loaded, llm-d) and TAO's adaptive utilisation target; a
-        # change in them alone starts no plan
-        self.feed(
-            NodeUpdate(
-                observation.name,
-                capacity,
-                observation.block_size,
-                observation.healthy,
-                observation.prefix_hit_rate,
-                observation.load,
-                cpu_capacity_tokens=observation.cpu_capacity_tokens,
-                counters=observation.counters,
-            )
-        )
 
     # -- replicas (`replica.py`) -------------------------------------------------------------------------------------
 
@@ -451,7 +319,7 @@ class CoordinatorService:
             if record.token is not None:
                 self.session_tokens[record.session.id] = record.token
         self.coordinator.restore(sessions)  # from here on, what the core touches is written
-        self._schedule_tick()
+        self.wakeup.schedule()
 
     def forget_everything(self, error: Exception, history: ToolHistory | None = None) -> None:
         """Drop every session (a replica that stopped leading): waiting acquires fail with `error`, a plan in flight
@@ -460,23 +328,7 @@ class CoordinatorService:
         self.session_tokens.clear()
         self.caps.clear()
         self.core.install(history or ToolHistory.from_settings(self.config.core))
-        self._feed_configured_nodes()
-        for observation in list(self._observed.values()):
-            self.observe_node(observation)
-
-    async def _flush_kv_evidence(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.fleet.kv_flush_interval_s)
-            for node, index in self._kv_indexes.items():
-                for (session_id, tier), tokens in index.take_changed().items():
-                    if session_id in self.coordinator.sessions:
-                        self.feed(CacheResidency(node, session_id, tokens, tier))
-
-
-def _report_plan_failure(task: asyncio.Future[None]) -> None:
-    """A plan whose result never reached the core leaves it waiting for that plan: say so loudly, at once."""
-    if not task.cancelled() and (error := task.exception()) is not None:
-        log.error("a finished plan could not be handed to the core; no plan will start again", exc_info=error)
+        self.fleet.replay()
 
 
 def acquire_event(session_id: str, request: protocol.AcquireRequest) -> Acquire:
