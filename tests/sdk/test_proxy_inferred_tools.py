@@ -9,7 +9,7 @@ import openai
 import pytest
 
 from tao_coordinator.core.events import ToolEnd, ToolStart
-from tao_coordinator.fakevllm import FakeNodeConfig, Policy, ThreadedFleet
+from tao_coordinator.fakevllm import FakeNodeConfig, ReplyPolicy, ThreadedFleet
 from tao_sdk.proxy import ProxyConfig
 from tests.conftest import listen_to_feed
 from tests.sdk.test_proxy import ThreadedProxy
@@ -43,7 +43,9 @@ TOOL_S = 0.3
 @pytest.fixture(scope="module")
 def fleet():
     steps = [{"bash": COMMAND, "timeout_ms": 5000}, {"text": "All done."}]
-    policy = Policy.model_validate({"filler_tokens": 4, "scripts": [{"match": {"contains": "wire"}, "steps": steps}]})
+    policy = ReplyPolicy.model_validate(
+        {"filler_tokens": 4, "scripts": [{"match": {"contains": "wire"}, "steps": steps}]}
+    )
     with ThreadedFleet(1, FakeNodeConfig(time_scale=50, served_model_name=MODEL, policy=policy)) as running:
         yield running
 
