@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..core.model import Tier
-from .kv_wire import Cleared, KvEvent, Removed, Stored
+from ..kv_wire import Cleared, KvEvent, Removed, Stored
 
 _Block = tuple[int, int]  # (data-parallel rank, block hash)
 
