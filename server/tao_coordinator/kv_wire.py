@@ -79,7 +79,7 @@ class Cleared:
     """`AllBlocksCleared`: the prefix cache was reset."""
 
 
-KvEvent = Stored | Removed | Cleared
+KvWireEvent = Stored | Removed | Cleared
 
 
 def cpu_stored(block_hash: int) -> Stored:
@@ -108,7 +108,7 @@ _STORED_MEDIUM = _LAYOUTS["BlockStored"][0].index("medium") + 1
 _REMOVED_MEDIUM = _LAYOUTS["BlockRemoved"][0].index("medium") + 1
 
 
-def _values(event: KvEvent) -> tuple[str, list[Any]]:
+def _values(event: KvWireEvent) -> tuple[str, list[Any]]:
     """The event's tag and its field values in `_LAYOUTS` order."""
     if isinstance(event, Stored):
         return "BlockStored", [
@@ -120,7 +120,7 @@ def _values(event: KvEvent) -> tuple[str, list[Any]]:
     return "AllBlocksCleared", []
 
 
-def event_body(event: KvEvent, encoding: Encoding) -> Any:
+def event_body(event: KvWireEvent, encoding: Encoding) -> Any:
     tag, values = _values(event)
     names, required, in_0_23 = _LAYOUTS[tag]
     if encoding == "map":
@@ -131,7 +131,7 @@ def event_body(event: KvEvent, encoding: Encoding) -> Any:
     return [tag, *values[:in_0_23]]
 
 
-def encode_batch(ts: float, events: Sequence[KvEvent], encoding: Encoding, data_parallel_rank: int = 0) -> bytes:
+def encode_batch(ts: float, events: Sequence[KvWireEvent], encoding: Encoding, data_parallel_rank: int = 0) -> bytes:
     if encoding not in ENCODINGS:
         raise ValueError(f"KV-event encoding: expected one of {ENCODINGS}, got {encoding!r}")
     return _encoder.encode([ts, [event_body(event, encoding) for event in events], data_parallel_rank])
@@ -143,7 +143,7 @@ def split_message(frames: Sequence[bytes]) -> tuple[bytes, int, bytes]:
     return frames[0], int.from_bytes(frames[1], "big", signed=True), frames[2]
 
 
-def decode_batch(payload: bytes) -> list[KvEvent]:
+def decode_batch(payload: bytes) -> list[KvWireEvent]:
     try:
         batch = msgpack.unpackb(payload, raw=False, strict_map_key=False)
     except (ValueError, msgpack.ExtraData) as error:
@@ -157,7 +157,7 @@ def decode_batch(payload: bytes) -> list[KvEvent]:
     return [event for event in events if event is not None]
 
 
-def _event(raw: Any) -> KvEvent | None:
+def _event(raw: Any) -> KvWireEvent | None:
     if isinstance(raw, dict):
         tag = raw.get("type")
         fields = raw

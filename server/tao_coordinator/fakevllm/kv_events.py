@@ -20,7 +20,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..kv_wire import MEDIUM_CPU, SPEC_FULL_ATTENTION, Cleared, KvEvent, Removed, Stored, cpu_stored
+from ..kv_wire import MEDIUM_CPU, SPEC_FULL_ATTENTION, Cleared, KvWireEvent, Removed, Stored, cpu_stored
 from ..sim.node import AllBlocksCleared, BlockRemoved, BlockStored, NodeEvent
 from ..sim.prompt import BlockRun
 from .block_ids import BlockIdRegistry
@@ -61,9 +61,9 @@ class KvTranslator:
         if record is not None:
             self._registry.release(record.ids)
 
-    def translate(self, events: Sequence[NodeEvent]) -> list[tuple[float, list[KvEvent]]]:
+    def translate(self, events: Sequence[NodeEvent]) -> list[tuple[float, list[KvWireEvent]]]:
         """Wire batches (step time, events) for the KV events among `events`; empty unless publishing."""
-        batches: list[tuple[float, list[KvEvent]]] = []
+        batches: list[tuple[float, list[KvWireEvent]]] = []
         for event in events:
             wire = self._translate_one(event)
             if not wire:
@@ -74,7 +74,7 @@ class KvTranslator:
                 batches.append((event.time, wire))
         return batches
 
-    def _translate_one(self, event: NodeEvent) -> list[KvEvent]:
+    def _translate_one(self, event: NodeEvent) -> list[KvWireEvent]:
         if isinstance(event, BlockStored) and event.medium == MEDIUM_CPU:
             hashes = [self._registry.cpu_stored(block_id) for block_id in _ids(event.block_runs)]
             return [cpu_stored(external(block_hash)) for block_hash in hashes] if self._wire else []
@@ -91,7 +91,7 @@ class KvTranslator:
             return [Cleared()] if self._wire else []
         return []
 
-    def _stored(self, event: BlockStored) -> list[KvEvent]:
+    def _stored(self, event: BlockStored) -> list[KvWireEvent]:
         record = self._records[event.request_id]
         first, ids = event.first_block_index, _ids(event.block_runs)
         hashes = record.hashes[first : first + len(ids)]
