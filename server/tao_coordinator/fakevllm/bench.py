@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..percentile import percentile
 from ..sim.node import UnknownProfile, profile_by_name
 from .tokenizer import filler_pieces
 
@@ -186,13 +187,6 @@ async def run_load(url: str, args: argparse.Namespace) -> tuple[list[Outcome], l
         return outcomes, errors, time.monotonic() - started
 
 
-def percentile(values: list[float], share: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))]
-
-
 async def bench(args: argparse.Namespace) -> Report:
     startup = await measure_startup(args)
     port = free_port()
@@ -215,10 +209,10 @@ async def bench(args: argparse.Namespace) -> Report:
         errors=len(errors),
         wall_s=round(wall, 3),
         requests_per_s=round(len(outcomes) / wall, 1) if wall else 0.0,
-        latency_p50_s=round(percentile(latencies, 0.5), 4),
-        latency_p99_s=round(percentile(latencies, 0.99), 4),
-        ttft_p50_s=round(percentile(ttfts, 0.5), 4),
-        ttft_p99_s=round(percentile(ttfts, 0.99), 4),
+        latency_p50_s=round(percentile(latencies, 0.5, method="nearest"), 4),
+        latency_p99_s=round(percentile(latencies, 0.99, method="nearest"), 4),
+        ttft_p50_s=round(percentile(ttfts, 0.5, method="nearest"), 4),
+        ttft_p99_s=round(percentile(ttfts, 0.99, method="nearest"), 4),
         cached_share=round(sum(o.cached_tokens for o in outcomes) / prompt, 3) if prompt else 0.0,
         error_samples=errors[:5],
     )
