@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import msgpack
 import msgspec
@@ -87,48 +87,64 @@ def cpu_stored(block_hash: int) -> Stored:
     return Stored((block_hash,), 0, None, MEDIUM_CPU)
 
 
-# Per tag: the fields in 0.33's order, how many lead without a default, how many existed in 0.23 (the last
-# array-encoded version).
-_LAYOUTS: dict[str, tuple[tuple[str, ...], int, int]] = {
-    "BlockStored": (
+class _Layout(NamedTuple):
+    fields: tuple[str, ...]
+    """vLLM 0.33's fields, in its order."""
+    required: int
+    """How many leading fields have no default (always sent in a map)."""
+    in_0_23: int
+    """How many leading fields existed in vLLM 0.23, the last array-encoded version (the array's length − 1)."""
+
+
+_LAYOUTS = {
+    "BlockStored": _Layout(
         (
             "block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium", "lora_name",
             "extra_keys", "group_idx", "kv_cache_spec_kind", "kv_cache_spec_sliding_window", "locality",
             "ownership", "session_id", "lookahead_token_ids",
         ),
-        7,
-        11,
+        required=7,
+        in_0_23=11,
     ),
-    "BlockRemoved": (("block_hashes", "medium", "group_idx", "locality", "ownership"), 2, 3),
-    "AllBlocksCleared": ((), 0, 0),
+    "BlockRemoved": _Layout(("block_hashes", "medium", "group_idx", "locality", "ownership"), required=2, in_0_23=3),
+    "AllBlocksCleared": _Layout((), required=0, in_0_23=0),
 }  # fmt: skip
 # positions in the array encoding (tag at 0); session_id never existed there
-_STORED_BLOCK_SIZE = _LAYOUTS["BlockStored"][0].index("block_size") + 1
-_STORED_MEDIUM = _LAYOUTS["BlockStored"][0].index("medium") + 1
-_REMOVED_MEDIUM = _LAYOUTS["BlockRemoved"][0].index("medium") + 1
+_STORED_BLOCK_SIZE = _LAYOUTS["BlockStored"].fields.index("block_size") + 1
+_STORED_MEDIUM = _LAYOUTS["BlockStored"].fields.index("medium") + 1
+_REMOVED_MEDIUM = _LAYOUTS["BlockRemoved"].fields.index("medium") + 1
 
 
-def _values(event: KvWireEvent) -> tuple[str, list[Any]]:
-    """The event's tag and its field values in `_LAYOUTS` order."""
+def _tag_and_values(event: KvWireEvent) -> tuple[str, dict[str, Any]]:
+    """The event's tag and its non-null field values (`lora_id`, `lora_name` and the rest are null)."""
     if isinstance(event, Stored):
-        return "BlockStored", [
-            event.hashes, event.parent_hash, event.token_ids, event.block_size, None, event.medium, None,
-            event.extra_keys, 0, event.spec_kind, None, None, None, event.session_id, None,
-        ]  # fmt: skip
+        return "BlockStored", {
+            "block_hashes": event.hashes,
+            "parent_block_hash": event.parent_hash,
+            "token_ids": event.token_ids,
+            "block_size": event.block_size,
+            "medium": event.medium,
+            "extra_keys": event.extra_keys,
+            "group_idx": 0,
+            "kv_cache_spec_kind": event.spec_kind,
+            "session_id": event.session_id,
+        }
     if isinstance(event, Removed):
-        return "BlockRemoved", [event.hashes, event.medium, 0, None, None]
-    return "AllBlocksCleared", []
+        return "BlockRemoved", {"block_hashes": event.hashes, "medium": event.medium, "group_idx": 0}
+    return "AllBlocksCleared", {}
 
 
 def event_body(event: KvWireEvent, encoding: Encoding) -> Any:
-    tag, values = _values(event)
-    names, required, in_0_23 = _LAYOUTS[tag]
-    if encoding == "map":
-        body: dict[str, Any] = {"type": tag}
-        fields = zip(names, values, strict=True)
-        body.update((name, value) for i, (name, value) in enumerate(fields) if i < required or value is not None)
-        return body
-    return [tag, *values[:in_0_23]]
+    tag, values = _tag_and_values(event)
+    layout = _LAYOUTS[tag]
+    if encoding == "array":
+        return [tag, *(values.get(name) for name in layout.fields[: layout.in_0_23])]
+    body: dict[str, Any] = {"type": tag}
+    for i, name in enumerate(layout.fields):
+        value = values.get(name)
+        if i < layout.required or value is not None:
+            body[name] = value
+    return body
 
 
 def encode_batch(ts: float, events: Sequence[KvWireEvent], encoding: Encoding, data_parallel_rank: int = 0) -> bytes:
