@@ -14,10 +14,10 @@ import math
 from collections.abc import Iterable
 from typing import Literal
 
-Method = Literal["linear", "nearest"]
+PercentileMethod = Literal["linear", "nearest"]
 
 
-def percentile(values: Iterable[float], share: float, *, method: Method) -> float:
+def percentile(values: Iterable[float], share: float, *, method: PercentileMethod) -> float:
     """The `share` (0…1) percentile of `values` by `method`; NaN for no values."""
     ordered = sorted(values)
     if not ordered:
