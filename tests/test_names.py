@@ -3,8 +3,7 @@
 A top-level `class`, `def` or assignment defines a name; an import does not (a name defined once and imported
 elsewhere is one thing). Private names (`_x`) are the module's own. Each of tao_sdk, tao_coordinator and
 tao_integrations is checked on its own, and the SDK's classes against the coordinator's, since both are read side
-by side. `ALLOWED` lists the names that are one interface implemented by several modules, with the reason;
-`MERGING` the coordinator's duplicates that a change under way merges into one definition.
+by side. `ALLOWED` lists the names that are one interface implemented by several modules, with the reason.
 """
 
 from __future__ import annotations
@@ -31,18 +30,6 @@ ALLOWED = {
     "HARNESS",
     "installed",
     "uninstalled",
-}
-
-MERGING = {
-    # one thing defined twice while a parallel change merges the two KV-event wire modules into one, and the
-    # percentile helpers into one module: each entry must still be defined exactly where listed, so an entry is
-    # deleted (and the check then covers the name) once the merge lands
-    "MEDIUM_GPU": ["tao_coordinator/fakevllm/kv_wire.py", "tao_coordinator/fleet/kv_wire.py"],
-    "percentile": [
-        "tao_coordinator/bench/planner_replay.py",
-        "tao_coordinator/fakevllm/bench.py",
-        "tao_coordinator/sim/metrics.py",
-    ],
 }
 
 
@@ -79,12 +66,7 @@ def collisions(found: dict[str, list[str]]) -> dict[str, list[str]]:
 def test_each_package_defines_each_name_once():
     for package in (SDK, COORDINATOR, INTEGRATIONS):
         found = collisions(definitions([package]))
-        assert {name: modules for name, modules in found.items() if MERGING.get(name) != modules} == {}, package.name
-
-
-def test_each_duplicate_being_merged_is_still_defined_where_listed():
-    found = collisions(definitions([COORDINATOR]))
-    assert {name: found.get(name) for name in MERGING} == MERGING
+        assert found == {}, package.name
 
 
 def test_the_sdk_and_the_coordinator_name_their_classes_apart():

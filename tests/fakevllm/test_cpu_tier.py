@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tao_coordinator.fakevllm import FakeNodeConfig, ThreadedFleet
 from tao_coordinator.fakevllm.fleet import FakeNode
 from tao_coordinator.fleet.kv_index import NodeKvIndex
-from tao_coordinator.fleet.kv_wire import decode_batch
+from tao_coordinator.kv_wire import decode_batch
 
 from .conftest import MODEL, Subscriber, tiny_profile
 

@@ -3,10 +3,18 @@
 import msgpack
 import pytest
 
-from tao_coordinator.fakevllm import kv_wire as fake_wire
 from tao_coordinator.fleet.kv_index import NodeKvIndex
 from tao_coordinator.fleet.kv_subscriber import rank_endpoint
-from tao_coordinator.fleet.kv_wire import Cleared, KvWireError, Removed, Stored, decode_batch, split_message
+from tao_coordinator.kv_wire import (
+    SPEC_FULL_ATTENTION,
+    Cleared,
+    KvWireError,
+    Removed,
+    Stored,
+    decode_batch,
+    encode_batch,
+    split_message,
+)
 
 H1, H2 = 7322446309363477352, 17027874615116373601
 
@@ -103,8 +111,10 @@ def test_index_keeps_no_key_for_a_session_whose_blocks_are_all_gone():
 @pytest.mark.parametrize(("encoding", "session"), [("map", "s1"), ("array", None)])
 def test_what_the_fake_vllm_publishes_decodes_in_both_encodings(encoding, session):
     # the array encoding is vLLM ≤ 0.23's, which had no session id: its blocks count for nobody
-    stored = fake_wire.StoredEvent([H1, H2], None, list(range(32)), 16, [None, None], "s1")
-    payload = fake_wire.encode_batch(1.0, [stored, fake_wire.RemovedEvent([H2]), fake_wire.ClearedEvent()], encoding)
+    stored = Stored(
+        (H1, H2), 16, "s1", token_ids=list(range(32)), extra_keys=[None, None], spec_kind=SPEC_FULL_ATTENTION
+    )
+    payload = encode_batch(1.0, [stored, Removed((H2,)), Cleared()], encoding)
     assert decode_batch(payload) == [Stored((H1, H2), 16, session), Removed((H2,)), Cleared()]
 
 

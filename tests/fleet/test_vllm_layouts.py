@@ -9,9 +9,8 @@ A field list changing upstream means a new entry here, not an edit of an old one
 import msgpack
 import pytest
 
-from tao_coordinator.fakevllm import kv_wire as fake_wire
 from tao_coordinator.fleet.kv_index import NodeKvIndex
-from tao_coordinator.fleet.kv_wire import Removed, Stored, decode_batch
+from tao_coordinator.kv_wire import SPEC_FULL_ATTENTION, Removed, Stored, cpu_stored, decode_batch, encode_batch
 
 LAYOUTS = {
     "0.23.0": {
@@ -96,14 +95,16 @@ def test_offloaded_tiers_are_not_resident(version, medium):
 
 
 def test_the_fake_sends_0_23_arrays_in_full_and_0_33_maps():
-    stored = fake_wire.StoredEvent([H1, H2], None, list(range(32)), 16, [None, None], "s1")
-    removed = fake_wire.RemovedEvent([H2])
-    array = msgpack.unpackb(fake_wire.encode_batch(1.0, [stored, removed], "array"))[1]
+    stored = Stored(
+        (H1, H2), 16, "s1", token_ids=list(range(32)), extra_keys=[None, None], spec_kind=SPEC_FULL_ATTENTION
+    )
+    removed = Removed((H2,))
+    array = msgpack.unpackb(encode_batch(1.0, [stored, removed], "array"))[1]
     assert array == [
         array_event("BlockStored", stored_values("GPU")),
         array_event("BlockRemoved", {"block_hashes": [H2], "medium": "GPU", "group_idx": 0}),
     ]
-    maps = msgpack.unpackb(fake_wire.encode_batch(1.0, [stored, removed], "map"))[1]
+    maps = msgpack.unpackb(encode_batch(1.0, [stored, removed], "map"))[1]
     values = stored_values("GPU")
     sent = [n for n in LAYOUTS["0.33.0"]["BlockStored"] if values[n] is not None or n in REQUIRED_0_33]
     assert [list(m) for m in maps] == [["type", *sent], ["type", "block_hashes", "medium", "group_idx"]]
@@ -127,28 +128,28 @@ CPU_PLACEHOLDER_0_33 = {
 
 
 def test_the_fakes_cpu_tier_events_follow_the_0_33_placeholder_and_decode_as_cpu():
-    stored, removed = fake_wire.cpu_stored(H2), fake_wire.RemovedEvent([H2], "CPU")
-    maps = msgpack.unpackb(fake_wire.encode_batch(1.0, [stored, removed], "map"))[1]
+    stored, removed = cpu_stored(H2), Removed((H2,), "CPU")
+    maps = msgpack.unpackb(encode_batch(1.0, [stored, removed], "map"))[1]
     full = map_event("BlockStored", CPU_PLACEHOLDER_0_33)
     assert maps[0] == {k: v for k, v in full.items() if v is not None or k in REQUIRED_0_33}
     assert list(maps[0]) == ["type", *(n for n in LAYOUTS["0.33.0"]["BlockStored"] if n in maps[0])]
     assert maps[1] == {"type": "BlockRemoved", "block_hashes": [H2], "medium": "CPU", "group_idx": 0}
-    array = msgpack.unpackb(fake_wire.encode_batch(1.0, [stored, removed], "array"))[1]
+    array = msgpack.unpackb(encode_batch(1.0, [stored, removed], "array"))[1]
     assert array == [
         array_event("BlockStored", CPU_PLACEHOLDER_0_33),
         array_event("BlockRemoved", {"block_hashes": [H2], "medium": "CPU", "group_idx": 0}),
     ]
     for encoding in ("map", "array"):
-        decoded = decode_batch(fake_wire.encode_batch(1.0, [stored, removed], encoding))
+        decoded = decode_batch(encode_batch(1.0, [stored, removed], encoding))
         assert decoded == [Stored((H2,), 0, None, "CPU"), Removed((H2,), "CPU")]
 
 
 def test_a_cpu_chunk_belongs_to_the_session_owning_its_hash_in_hbm():
-    gpu = fake_wire.StoredEvent([H1, H2], None, list(range(32)), 16, [None, None], "s1")
+    gpu = Stored((H1, H2), 16, "s1", token_ids=list(range(32)), extra_keys=[None, None], spec_kind=SPEC_FULL_ATTENTION)
     index = NodeKvIndex()
-    for event in decode_batch(fake_wire.encode_batch(1.0, [gpu, fake_wire.cpu_stored(H2)], "map")):
+    for event in decode_batch(encode_batch(1.0, [gpu, cpu_stored(H2)], "map")):
         index.apply(event)
     assert (index.tokens_of("s1", "GPU"), index.tokens_of("s1", "CPU")) == (32, 16)
-    for event in decode_batch(fake_wire.encode_batch(2.0, [fake_wire.RemovedEvent([H1, H2])], "map")):
+    for event in decode_batch(encode_batch(2.0, [Removed((H1, H2))], "map")):
         index.apply(event)
     assert (index.tokens_of("s1", "GPU"), index.tokens_of("s1", "CPU")) == (0, 16)

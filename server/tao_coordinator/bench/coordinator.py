@@ -91,7 +91,7 @@ class _Client:
 async def _measure(url: str, args: argparse.Namespace) -> CoordinatorFigures:
     import aiohttp
 
-    from .planner_replay import percentile
+    from ..percentile import percentile
 
     connector = aiohttp.TCPConnector(limit=64)
     async with aiohttp.ClientSession(connector=connector) as http:
@@ -113,8 +113,8 @@ async def _measure(url: str, args: argparse.Namespace) -> CoordinatorFigures:
     return CoordinatorFigures(
         sessions=args.sessions,
         acquire_samples=len(timings),
-        acquire_p50_ms=percentile(sorted(timings), 0.5),
-        acquire_p99_ms=percentile(sorted(timings), 0.99),
+        acquire_p50_ms=percentile(timings, 0.5, method="nearest"),
+        acquire_p99_ms=percentile(timings, 0.99, method="nearest"),
         acquire_mean_ms=statistics.fmean(timings),
         batched_events_per_s=batched,
         single_events_per_s=single,

@@ -18,10 +18,10 @@ import aiohttp
 
 from ..fakevllm import FakeNodeConfig, ThreadedFleet
 from ..local_coordinator import coordinator_process
+from ..percentile import percentile
 from ..progress import Progress
 from .ha_cluster import CLUSTER_NODE_CAPACITY, Scale, bed, wait_leader
 from .ha_load import LoadProcess
-from .planner_replay import percentile
 
 
 async def _probe(urls: list[str], samples: int, progress: Progress) -> list[float]:
@@ -57,8 +57,8 @@ def _timed(urls: list[str], scale: Scale, label: str) -> dict[str, float]:
     timings = asyncio.run(run())
     progress.close()
     return {
-        "acquire_p50_ms": round(percentile(timings, 0.5), 3),
-        "acquire_p99_ms": round(percentile(timings, 0.99), 3),
+        "acquire_p50_ms": round(percentile(timings, 0.5, method="nearest"), 3),
+        "acquire_p99_ms": round(percentile(timings, 0.99, method="nearest"), 3),
         "acquire_mean_ms": round(statistics.fmean(timings), 3),
     }
 

@@ -30,6 +30,7 @@ from ..core.policies.problem import build_problem
 from ..core.policies.tao import TaoPolicy, tao, tao_no_dp
 from ..core.snapshot import Snapshot
 from ..core.solver.problem import relative_gap
+from ..percentile import percentile
 from ..progress import Progress
 from ..sim.driver import FleetSimulation
 from ..sim.node import profile_by_name
@@ -105,12 +106,6 @@ class _Recording:
             self.progress.advance()
         if self.limit is not None and len(self.snapshots) >= self.limit:
             raise _Enough
-
-
-def percentile(sorted_values: list[float], share: float) -> float:
-    """The order statistic nearest to `share` (also used by `tao bench coordinator` and `tao bench sdk`)."""
-    index = min(len(sorted_values) - 1, max(0, round(share * (len(sorted_values) - 1))))
-    return sorted_values[index]
 
 
 def evenly_spaced(count: int, samples: int) -> list[int]:
@@ -210,8 +205,8 @@ def replay_case(
         exact_share=sum(plan.certified for plan in plans) / count,
         methods=dict(sorted(methods.items())),
         mean_ms=sum(times) / count,
-        p50_ms=percentile(times, 0.5) if times else 0.0,
-        p95_ms=percentile(times, 0.95) if times else 0.0,
+        p50_ms=percentile(times, 0.5, method="nearest") if times else 0.0,
+        p95_ms=percentile(times, 0.95, method="nearest") if times else 0.0,
         max_ms=times[-1] if times else 0.0,
         milp_sampled=len(sample),
         milp_solved=len(gaps),

@@ -93,7 +93,7 @@ def _measure(coordinator: str, node_url: str, calls: int) -> dict[str, list[floa
 
 def run(args: argparse.Namespace) -> int:
     from ..fakevllm.fleet import ThreadedFleet
-    from .planner_replay import percentile
+    from ..percentile import percentile
 
     if args.calls < 10:
         print("tao bench sdk: --calls must be at least 10", file=sys.stderr)
@@ -105,8 +105,8 @@ def run(args: argparse.Namespace) -> int:
         timings = _measure(url, fleet.urls[0], args.calls)
     figures = {
         name: {
-            "p50_ms": percentile(sorted(t), 0.5),
-            "p99_ms": percentile(sorted(t), 0.99),
+            "p50_ms": percentile(t, 0.5, method="nearest"),
+            "p99_ms": percentile(t, 0.99, method="nearest"),
             "mean_ms": statistics.fmean(t),
         }
         for name, t in timings.items()

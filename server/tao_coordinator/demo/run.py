@@ -34,8 +34,9 @@ import tao_sdk
 
 from ..fakevllm.config import FakeNodeConfig
 from ..local_coordinator import local_coordinator
+from ..percentile import percentile
 from ..progress import Progress
-from ..sim.metrics import mean, percentile
+from ..sim.metrics import mean
 from ..sim.workloads import SessionScript, Workload, generate
 from .agents import AgentRecord, run_agent
 
@@ -130,9 +131,9 @@ def _summarize(policy: str, records: list[AgentRecord], hit_rate: float) -> Demo
     return DemoResult(
         policy=policy,
         latency_mean_s=mean(latencies),
-        latency_p90_s=percentile(latencies, 0.9),
+        latency_p90_s=percentile(latencies, 0.9, method="linear"),
         ttft_mean_s=mean(ttfts),
-        ttft_p90_s=percentile(ttfts, 0.9),
+        ttft_p90_s=percentile(ttfts, 0.9, method="linear"),
         throughput_tok_s=tokens / (end - start) if end > start else 0.0,
         prefix_hit_rate=hit_rate,
         calls=len(calls),

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..local_coordinator import free_port
+from ..percentile import percentile
 from ..sim.node import UnknownProfile, profile_by_name
 from .tokenizer import filler_pieces
 
@@ -184,13 +185,6 @@ async def run_load(url: str, args: argparse.Namespace) -> tuple[list[RequestOutc
         return outcomes, errors, time.monotonic() - started
 
 
-def percentile(values: list[float], share: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))]
-
-
 async def bench(args: argparse.Namespace) -> Report:
     startup = await measure_startup(args)
     port = free_port()
@@ -213,10 +207,10 @@ async def bench(args: argparse.Namespace) -> Report:
         errors=len(errors),
         wall_s=round(wall, 3),
         requests_per_s=round(len(outcomes) / wall, 1) if wall else 0.0,
-        latency_p50_s=round(percentile(latencies, 0.5), 4),
-        latency_p99_s=round(percentile(latencies, 0.99), 4),
-        ttft_p50_s=round(percentile(ttfts, 0.5), 4),
-        ttft_p99_s=round(percentile(ttfts, 0.99), 4),
+        latency_p50_s=round(percentile(latencies, 0.5, method="nearest"), 4),
+        latency_p99_s=round(percentile(latencies, 0.99, method="nearest"), 4),
+        ttft_p50_s=round(percentile(ttfts, 0.5, method="nearest"), 4),
+        ttft_p99_s=round(percentile(ttfts, 0.99, method="nearest"), 4),
         cached_share=round(sum(o.cached_tokens for o in outcomes) / prompt, 3) if prompt else 0.0,
         error_samples=errors[:5],
     )

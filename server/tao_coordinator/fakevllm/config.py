@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, InstanceOf, model_validator
 
+from ..kv_wire import Encoding
 from ..sim.node import NodeProfile, SchedulingPolicy, profile_by_name, with_cpu_tier
 from .kv_publisher import KvEventsConfig
-from .kv_wire import Encoding
 from .model_cards import LoraModule, ModelCatalog
 from .policy import ReplyPolicy
 

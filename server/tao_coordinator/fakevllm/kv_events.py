@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..core.model import BlockRun
+from ..kv_wire import MEDIUM_CPU, SPEC_FULL_ATTENTION, Cleared, KvWireEvent, Removed, Stored, cpu_stored
 from ..sim.node import AllBlocksCleared, BlockRemoved, BlockStored, NodeEvent
 from .block_ids import BlockIdRegistry
 from .hashing import event_extra_keys, external
-from .kv_wire import MEDIUM_CPU, ClearedEvent, RemovedEvent, StoredEvent, WireEvent, cpu_stored
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +61,9 @@ class KvTranslator:
         if record is not None:
             self._registry.release(record.ids)
 
-    def translate(self, events: Sequence[NodeEvent]) -> list[tuple[float, list[WireEvent]]]:
+    def translate(self, events: Sequence[NodeEvent]) -> list[tuple[float, list[KvWireEvent]]]:
         """Wire batches (step time, events) for the KV events among `events`; empty unless publishing."""
-        batches: list[tuple[float, list[WireEvent]]] = []
+        batches: list[tuple[float, list[KvWireEvent]]] = []
         for event in events:
             wire = self._translate_one(event)
             if not wire:
@@ -74,24 +74,24 @@ class KvTranslator:
                 batches.append((event.time, wire))
         return batches
 
-    def _translate_one(self, event: NodeEvent) -> list[WireEvent]:
+    def _translate_one(self, event: NodeEvent) -> list[KvWireEvent]:
         if isinstance(event, BlockStored) and event.medium == MEDIUM_CPU:
             hashes = [self._registry.cpu_stored(block_id) for block_id in _ids(event.block_runs)]
             return [cpu_stored(external(block_hash)) for block_hash in hashes] if self._wire else []
         if isinstance(event, BlockRemoved) and event.medium == MEDIUM_CPU:
             hashes = [self._registry.cpu_removed(block_id) for block_id in _ids(event.block_runs)]
-            return [RemovedEvent([external(h) for h in hashes], MEDIUM_CPU)] if self._wire and hashes else []
+            return [Removed(tuple(external(h) for h in hashes), MEDIUM_CPU)] if self._wire and hashes else []
         if isinstance(event, BlockStored):
             return self._stored(event)
         if isinstance(event, BlockRemoved):
             hashes = [self._registry.removed(block_id) for block_id in _ids(event.block_runs)]
-            return [RemovedEvent([external(block_hash)]) for block_hash in hashes] if self._wire else []
+            return [Removed((external(block_hash),)) for block_hash in hashes] if self._wire else []
         if isinstance(event, AllBlocksCleared):
             self._registry.cleared()
-            return [ClearedEvent()] if self._wire else []
+            return [Cleared()] if self._wire else []
         return []
 
-    def _stored(self, event: BlockStored) -> list[WireEvent]:
+    def _stored(self, event: BlockStored) -> list[KvWireEvent]:
         record = self._records[event.request_id]
         first, ids = event.first_block_index, _ids(event.block_runs)
         hashes = record.hashes[first : first + len(ids)]
@@ -101,12 +101,13 @@ class KvTranslator:
             return []
         size = self._block_size
         parent = external(record.hashes[first - 1]) if first else None
-        stored = StoredEvent(
-            block_hashes=[external(block_hash) for block_hash in hashes],
-            parent_block_hash=parent,
-            token_ids=record.tokens[first * size : (first + len(ids)) * size],
+        stored = Stored(
+            hashes=tuple(external(block_hash) for block_hash in hashes),
             block_size=size,
-            extra_keys=event_extra_keys(record.cache_salt, first, len(ids)),
             session_id=event.session_id,
+            parent_hash=parent,
+            token_ids=record.tokens[first * size : (first + len(ids)) * size],
+            extra_keys=event_extra_keys(record.cache_salt, first, len(ids)),
+            spec_kind=SPEC_FULL_ATTENTION,
         )
         return [stored]

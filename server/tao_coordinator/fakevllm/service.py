@@ -20,6 +20,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
+from ..kv_wire import encode_batch
 from ..sim.node import Finished, FirstToken, NodeEngine, NodeEvent, NodeRequest, RequestRejected, cacheable_blocks
 from ..sim.prompt import Prompt, runs_from_ids
 from .block_ids import BlockIdRegistry
@@ -30,7 +31,6 @@ from .errors import BadRequest, EngineInputError, QueueFull, invalid_parameter
 from .hashing import block_hashes
 from .kv_events import KvTranslator, SequenceRecord
 from .kv_publisher import KvEventPublisher
-from .kv_wire import encode_batch
 from .metrics import MetricsExporter
 from .policy import Conversation, choose_reply
 from .reply import ReplyLayout

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..core.model import Tier
-from .kv_wire import Cleared, KvEvent, Removed, Stored
+from ..kv_wire import Cleared, KvWireEvent, Removed, Stored
 
 _Block = tuple[int, int]  # (data-parallel rank, block hash)
 
@@ -87,7 +87,7 @@ class NodeKvIndex:
         self.resets = 0
         """Engine restarts seen in the node's events (`reset`)."""
 
-    def apply(self, event: KvEvent, rank: int = 0) -> None:
+    def apply(self, event: KvWireEvent, rank: int = 0) -> None:
         if isinstance(event, Stored):
             tier = tier_of(event.medium)
             if tier == "GPU":

@@ -24,8 +24,8 @@ import logging
 import zmq
 import zmq.asyncio
 
+from ..kv_wire import KvWireError, decode_batch, split_message
 from .kv_index import NodeKvIndex
-from .kv_wire import KvWireError, decode_batch, split_message
 
 log = logging.getLogger("tao.fleet")
 

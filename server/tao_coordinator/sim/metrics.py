@@ -28,19 +28,10 @@ import statistics
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..percentile import percentile
+
 if TYPE_CHECKING:
     from ..core.planner import PlannerStats
-
-
-def percentile(values: list[float], share: float) -> float:
-    """Linear interpolation between order statistics (as the traces' README computes them); NaN for no values."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    position = share * (len(ordered) - 1)
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def mean(values: list[float]) -> float:
@@ -103,18 +94,18 @@ def summarize(
     plan_total_s = sum(recorder.plan_ms) / 1e3
     return RunMetrics(
         latency_mean_s=mean(recorder.task_latencies),
-        latency_p50_s=percentile(recorder.task_latencies, 0.5),
-        latency_p99_s=percentile(recorder.task_latencies, 0.99),
+        latency_p50_s=percentile(recorder.task_latencies, 0.5, method="linear"),
+        latency_p99_s=percentile(recorder.task_latencies, 0.99, method="linear"),
         ttft_mean_s=mean(recorder.ttfts),
-        ttft_p50_s=percentile(recorder.ttfts, 0.5),
-        ttft_p99_s=percentile(recorder.ttfts, 0.99),
+        ttft_p50_s=percentile(recorder.ttfts, 0.5, method="linear"),
+        ttft_p99_s=percentile(recorder.ttfts, 0.99, method="linear"),
         decode_throughput_tok_s=recorder.completion_tokens / makespan if makespan > 0 else 0.0,
         tool_end_to_first_token_mean_s=mean(recorder.tool_end_to_first_token),
         prefix_hit_rate=recorder.cached_tokens / recorder.prompt_tokens if recorder.prompt_tokens else 0.0,
         preemptions=preemptions,
         makespan_s=makespan,
         plan_mean_ms=mean(recorder.plan_ms) if timing and recorder.plan_ms else None,
-        plan_p95_ms=percentile(recorder.plan_ms, 0.95) if timing and recorder.plan_ms else None,
+        plan_p95_ms=percentile(recorder.plan_ms, 0.95, method="linear") if timing and recorder.plan_ms else None,
         planner_overhead_share=plan_total_s / makespan if timing and makespan > 0 else None,
         engine_ttft_mean_s=mean(recorder.engine_ttfts),
         requests=recorder.requests,

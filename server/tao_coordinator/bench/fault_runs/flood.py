@@ -28,9 +28,9 @@ import aiohttp
 
 from ...fakevllm import FakeNodeConfig, ThreadedFleet
 from ...local_coordinator import coordinator_process
+from ...percentile import percentile
 from ..faults import CAPACITY
 from ..memory import rss_bytes
-from ..planner_replay import percentile
 from . import FaultRow
 
 CALLS_PER_SESSION = 10
@@ -45,7 +45,7 @@ class FloodPhase:
     failed: int = 0
 
     def p(self, share: float) -> float:
-        return percentile(sorted(self.latencies_ms), share) if self.latencies_ms else float("nan")
+        return percentile(self.latencies_ms, share, method="nearest")
 
 
 async def _flood(url: str, token: str, count: int, connections: int) -> dict[str, Any]:

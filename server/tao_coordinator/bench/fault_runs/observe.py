@@ -13,7 +13,7 @@ from typing import Any
 import httpx2
 from prometheus_client.parser import text_string_to_metric_families
 
-from ..planner_replay import percentile
+from ...percentile import percentile
 
 TIMEOUT_S = 20.0
 
@@ -49,4 +49,4 @@ def added_ms(usual_s: list[float], affected_s: list[float]) -> tuple[float | Non
         return None, None
     usual = statistics.median(usual_s)
     added = sorted(max(0.0, duration - usual) * 1000 for duration in affected_s)
-    return percentile(added, 0.5), percentile(added, 0.99)
+    return percentile(added, 0.5, method="nearest"), percentile(added, 0.99, method="nearest")

@@ -11,8 +11,11 @@ whose id is already indexed (two requests computed the same prefix concurrently)
 physical block, is not indexed, and returns to the uncached pool when freed (vLLM would index both copies; the
 lookup outcome is the same while both exist).
 
-Invariants: free_uncached + free_cached + used == capacity, where used counts a shared block once;
-free_cached == total size of free segments; every holder of a segment holds all of its ids.
+The cached ids, their holders and their LRU order are a `SegmentIndex` (`segments.py`), whose free blocks are the
+free cached ones.
+
+Invariants: free_uncached + free cached + used == capacity, where used counts a shared block once; every holder of
+a segment holds all of its ids.
 """
 
 from __future__ import annotations
@@ -54,11 +57,10 @@ class BlockPool:
         self.capacity = num_gpu_blocks - 1
         self._index = SegmentIndex()
         self._free_uncached = self.capacity
-        self._free_cached = 0
 
     @property
     def free_blocks(self) -> int:
-        return self._free_uncached + self._free_cached
+        return self._free_uncached + self._index.free_blocks
 
     @property
     def used_blocks(self) -> int:
@@ -97,11 +99,7 @@ class BlockPool:
     def acquire(self, runs: Iterable[BlockRun]) -> None:
         """Add a holder to cached blocks (a prefix hit); free ones leave the LRU list."""
         for first, count in runs:
-            for segment in self._index.covering(first, first + count):
-                if segment.refs == 0:
-                    self._index.lru_unlink(segment)
-                    self._free_cached -= segment.size
-                segment.refs += 1
+            self._index.acquire(first, first + count)
 
     def allocate(self, count: int) -> list[BlockRun]:
         """Hand out `count` free blocks; return the runs of cached ids evicted to make them."""
@@ -109,17 +107,7 @@ class BlockPool:
             raise ValueError(f"cannot allocate {count} blocks, only {self.free_blocks} free")
         from_uncached = min(count, self._free_uncached)
         self._free_uncached -= from_uncached
-        missing = count - from_uncached
-        evicted: list[BlockRun] = []
-        while missing > 0:
-            victim = self._index.oldest_free()
-            assert victim is not None, "free_cached out of sync with the LRU list"
-            take = min(missing, victim.size)
-            evicted.append((victim.end - take, take))
-            self._index.shrink_from_end(victim, take)
-            self._free_cached -= take
-            missing -= take
-        return evicted
+        return self._index.evict(count - from_uncached) if count > from_uncached else []
 
     def commit(self, runs: Iterable[BlockRun], previous_id: int | None) -> list[HeldRun]:
         """Index newly full blocks (already allocated) held by one request; ids already indexed become private.
@@ -157,12 +145,8 @@ class BlockPool:
         for run in reversed(held):
             if run.private:
                 self._free_uncached += run.count
-                continue
-            for segment in reversed(self._index.covering(run.first, run.end)):
-                segment.refs -= 1
-                if segment.refs == 0:
-                    self._index.lru_append(segment)
-                    self._free_cached += segment.size
+            else:
+                self._index.release(run.first, run.end)
 
     def reset(self) -> bool:
         """Forget every cached id (vLLM `reset_prefix_cache`); refused while any block is held."""
@@ -170,10 +154,9 @@ class BlockPool:
             return False
         self._index.clear()
         self._free_uncached = self.capacity
-        self._free_cached = 0
         return True
 
     def check_invariants(self) -> None:
         """Assert the pool's invariants (O(segments); for tests and debugging)."""
-        assert self._index.check() == self._free_cached, "free_cached drifted"
+        self._index.check()
         assert self._free_uncached >= 0 and self.free_blocks <= self.capacity, "free count out of range"

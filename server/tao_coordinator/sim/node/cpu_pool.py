@@ -12,7 +12,8 @@ Recency: an offer (store or dedup) and a load refresh the blocks they touch, tai
 Stores are all-or-nothing per offer: blocks already present are skipped (dedup) and protected; if the missing ones
 cannot be made room for by evicting unpinned, unoffered blocks, the offer fails and nothing changes.
 
-Invariants: block_count ≤ capacity; free segments (refs == 0) are exactly the LRU list (`SegmentIndex.check`).
+Invariants: block_count ≤ capacity; the index's free blocks (unpinned, evictable) are exactly its LRU list
+(`SegmentIndex.check`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ class CpuPool:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self._index = SegmentIndex()
-        self._evictable = 0  # blocks in free (unpinned) segments
 
     @property
     def cached_blocks(self) -> int:
@@ -54,28 +54,17 @@ class CpuPool:
 
     def pin(self, runs: Iterable[BlockRun]) -> None:
         for first, count in runs:
-            for segment in self._index.covering(first, first + count):
-                if segment.refs == 0:
-                    self._index.lru_unlink(segment)
-                    self._evictable -= segment.size
-                segment.refs += 1
+            self._index.acquire(first, first + count)
 
     def unpin(self, runs: list[BlockRun]) -> None:
         """Drop one pin; blocks left unpinned become the most recent, the runs' head last (most recent of all)."""
         for first, count in reversed(runs):
-            for segment in reversed(self._index.covering(first, first + count)):
-                segment.refs -= 1
-                if segment.refs == 0:
-                    self._index.lru_append(segment)
-                    self._evictable += segment.size
+            self._index.release(first, first + count)
 
     def touch(self, runs: list[BlockRun]) -> None:
         """Make the unpinned blocks of `runs` the most recent (head last)."""
         for first, count in reversed(runs):
-            for segment in reversed(self._index.covering(first, first + count)):
-                if segment.refs == 0:
-                    self._index.lru_unlink(segment)
-                    self._index.lru_append(segment)
+            self._index.refresh(first, first + count)
 
     def offer(self, runs: list[BlockRun]) -> tuple[list[BlockRun], list[BlockRun]] | None:
         """Store the blocks of `runs` not yet present, pinned until `unpin`; present ones are refreshed.
@@ -97,31 +86,18 @@ class CpuPool:
                 missing.append((position, stop - position))
         needed = sum(count for _, count in missing) - (self.capacity - self._index.block_count)
         self.pin(present)  # protects the offer's own blocks from its evictions
-        if needed > self._evictable:
+        if needed > self._index.free_blocks:
             self.unpin(present)
             return None
-        evicted = self._evict(needed) if needed > 0 else []
+        evicted = self._index.evict(needed) if needed > 0 else []
         for first, count in missing:
             self._index.insert(first, first + count, refs=1)
         self.unpin(present)
         return missing, evicted
 
-    def _evict(self, count: int) -> list[BlockRun]:
-        evicted: list[BlockRun] = []
-        while count > 0:
-            victim = self._index.oldest_free()
-            assert victim is not None, "evictable count out of sync with the LRU list"
-            take = min(count, victim.size)
-            evicted.append((victim.end - take, take))
-            self._index.shrink_from_end(victim, take)
-            self._evictable -= take
-            count -= take
-        return evicted
-
     def clear(self) -> None:
         self._index.clear()
-        self._evictable = 0
 
     def check_invariants(self) -> None:
-        assert self._index.check() == self._evictable, "CPU evictable count drifted"
+        self._index.check()
         assert self._index.block_count <= self.capacity, "CPU pool over capacity"

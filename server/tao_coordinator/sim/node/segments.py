@@ -1,16 +1,20 @@
-"""Cached block ids as segments of consecutive ids, plus the LRU list of the free ones.
+"""Cached block ids as segments of consecutive ids, plus the LRU list of the free ones: the eviction machinery of
+both of a node's block pools (`block_pool.py` for HBM, `cpu_pool.py` for the CPU tier).
 
-A segment is a half-open id range [start, end) whose blocks share one state: `refs` holders (running requests), or
-none (refs == 0: free but still cached, an eviction candidate). Segments come from runs of one request's block table,
-so consecutive ids inside a segment are parent and child; the index never merges segments of different origins.
+A segment is a half-open id range [start, end) whose blocks share one state: `refs` holders (running requests, or
+pins), or none (refs == 0: free but still cached, an eviction candidate). Segments come from runs of one request's
+block table, so consecutive ids inside a segment are parent and child; the index never merges segments of different
+origins.
 
 The LRU list orders free segments by eviction priority (head = next victim). Inside a free segment the last id goes
 first: vLLM frees a request's blocks deepest-first to the tail of its free queue, so a prefix outlives its extensions.
+`acquire` takes blocks out of the list, `release` (deepest segment first) and `refresh` put them at its newest end,
+`evict` shrinks victims from the oldest end.
 
 Invariants (checked by `check`):
 * segments are non-empty and pairwise disjoint; `_starts` is sorted and aligned with `_segments`;
 * a segment is linked in the LRU list iff refs == 0;
-* `block_count` is the total size of all segments.
+* `block_count` is the total size of all segments, `free_blocks` that of the free ones.
 Cost: find/insert/remove are a bisection plus a list insert (memmove) — O(log n) comparisons, no per-block work.
 """
 
@@ -40,6 +44,7 @@ class SegmentIndex:
         self._segments: list[Segment] = []
         self._lru = Segment(0, 0, -1)  # sentinel: _lru.newer is the oldest free segment, _lru.older the newest
         self.block_count = 0
+        self.free_blocks = 0
 
     def __len__(self) -> int:
         return len(self._segments)
@@ -57,7 +62,8 @@ class SegmentIndex:
         self._segments.insert(i, segment)
         self.block_count += end - start
         if refs == 0:
-            self.lru_append(segment)
+            self._link_before(segment, self._lru)
+            self.free_blocks += end - start
         return segment
 
     def remove(self, segment: Segment) -> None:
@@ -67,14 +73,19 @@ class SegmentIndex:
         self.block_count -= segment.size
         if segment.refs == 0:
             self._unlink(segment)
+            self.free_blocks -= segment.size
 
     def extend(self, segment: Segment, new_end: int) -> None:
         self.block_count += new_end - segment.end
+        if segment.refs == 0:
+            self.free_blocks += new_end - segment.end
         segment.end = new_end
 
     def shrink_from_end(self, segment: Segment, count: int) -> None:
         segment.end -= count
         self.block_count -= count
+        if segment.refs == 0:
+            self.free_blocks -= count
         if segment.size == 0:
             self.remove(segment)
 
@@ -117,18 +128,48 @@ class SegmentIndex:
         self._segments.clear()
         self._lru.newer = self._lru.older = self._lru
         self.block_count = 0
+        self.free_blocks = 0
 
-    # LRU list of free segments.
+    # Holders and the LRU list of free segments.
 
-    def oldest_free(self) -> Segment | None:
-        head = self._lru.newer
-        return None if head is self._lru else head
+    def acquire(self, lo: int, hi: int) -> None:
+        """Add a holder to every cached id in [lo, hi); free ones leave the LRU list."""
+        for segment in self.covering(lo, hi):
+            if segment.refs == 0:
+                self._unlink(segment)
+                self.free_blocks -= segment.end - segment.start
+            segment.refs += 1
 
-    def lru_append(self, segment: Segment) -> None:
-        self._link_before(segment, self._lru)
+    def release(self, lo: int, hi: int) -> None:
+        """Drop one holder from every cached id in [lo, hi), deepest first; the ids nobody holds any more become the
+        most recent free ones (`lo`'s segment newest of all)."""
+        lru = self._lru
+        for segment in reversed(self.covering(lo, hi)):
+            segment.refs -= 1
+            if segment.refs == 0:
+                self._link_before(segment, lru)
+                self.free_blocks += segment.end - segment.start
 
-    def lru_unlink(self, segment: Segment) -> None:
-        self._unlink(segment)
+    def refresh(self, lo: int, hi: int) -> None:
+        """Make the free cached ids in [lo, hi) the most recent, deepest first (`lo`'s segment newest of all)."""
+        lru = self._lru
+        for segment in reversed(self.covering(lo, hi)):
+            if segment.refs == 0:
+                self._unlink(segment)
+                self._link_before(segment, lru)
+
+    def evict(self, count: int) -> list[tuple[int, int]]:
+        """Forget `count` free ids, the oldest segment first and each from its end; return them as (first, count)
+        runs in eviction order."""
+        assert count <= self.free_blocks, f"cannot evict {count} ids, only {self.free_blocks} free"
+        evicted: list[tuple[int, int]] = []
+        while count > 0:
+            victim = self._lru.newer
+            take = min(count, victim.end - victim.start)
+            evicted.append((victim.end - take, take))
+            self.shrink_from_end(victim, take)
+            count -= take
+        return evicted
 
     def _link_before(self, segment: Segment, anchor: Segment) -> None:
         segment.older = anchor.older
@@ -142,8 +183,8 @@ class SegmentIndex:
         segment.newer.older = segment.older
         segment.older = segment.newer = segment
 
-    def check(self) -> int:
-        """Assert the invariants; return the number of blocks in free segments."""
+    def check(self) -> None:
+        """Assert the invariants (O(segments); for tests and debugging)."""
         assert self._starts == [s.start for s in self._segments], "starts out of sync"
         assert all(a.end <= b.start for a, b in zip(self._segments, self._segments[1:], strict=False)), "overlap"
         assert all(s.size > 0 and s.refs >= 0 for s in self._segments), "empty segment or negative refs"
@@ -155,4 +196,4 @@ class SegmentIndex:
             node = node.newer
         free = [s for s in self._segments if s.refs == 0]
         assert len(linked) == len(free) and {id(s) for s in linked} == {id(s) for s in free}, "LRU out of sync"
-        return sum(s.size for s in free)
+        assert self.free_blocks == sum(s.size for s in free), "free_blocks drifted"
