@@ -3,6 +3,8 @@ are told their position and an estimated wait; the SDK shows them, `tao proxy` p
 its bound answers 429 with Retry-After while the session keeps its place."""
 
 import statistics
+import subprocess
+import sys
 import threading
 import time
 
@@ -164,3 +166,13 @@ async def standing(coordinator, session_id: str):
     """The session's queue position, read on the coordinator's own loop."""
     service = coordinator.service
     return service.coordinator.queue_position(session_id, service.now())
+
+
+def test_a_negative_bound_is_refused_naming_the_option():
+    run = subprocess.run(
+        [sys.executable, "-m", "tao_sdk.cli", "proxy", "--nodes", "http://127.0.0.1:9", "--max-queue-wait-s", "-1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2 and run.stderr.strip() == "tao proxy: --max-queue-wait-s: a number of seconds, 0 or more"

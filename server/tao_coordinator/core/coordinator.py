@@ -91,7 +91,7 @@ from .node_rates import NodeRateFit
 from .plan import PlanFinished
 from .planner import Planner, PlannerStats
 from .policies.base import Policy
-from .queue import QueuePosition, WaitingQueue
+from .queue import CallQueue, QueuePosition
 from .settings import CoreSettings
 from .signals.cache_credit import node_half_life, with_evidence
 from .signals.footprint import footprint_tokens
@@ -138,7 +138,7 @@ class Coordinator:
         self._plan_interval = policy.plan_interval_s
         self._next_periodic: float | None = None
         self._periodic_due = False
-        self._queue = WaitingQueue()
+        self._queue = CallQueue()
 
     # -- the read API: what drivers and observers may know of the core (tests/core/test_read_api.py pins it) -----
 

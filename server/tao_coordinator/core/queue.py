@@ -51,7 +51,7 @@ class QueuePosition:
     """Seconds until it is served, at the rate the queue was served lately; None before any service was seen."""
 
 
-class WaitingQueue:
+class CallQueue:
     def __init__(self, window: int = SERVED_WINDOW) -> None:
         self._ticket_of: dict[SessionId, int] = {}
         self._tickets: list[int] = []
