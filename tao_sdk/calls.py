@@ -25,7 +25,7 @@ import hashlib
 import logging
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx2
@@ -44,6 +44,7 @@ from .protocol import (
     ToolHints,
     ToolStartRequest,
 )
+from .queue_state import QueueState, queue_state, tell
 from .replicas import FAILOVER_PAUSE_S, Failover, NotLeader, Replicas
 from .session_config import SessionConfig
 
@@ -56,6 +57,9 @@ class Grant:
     node_url: str
     lease_id: str | None
     detached: bool = False
+    queued: QueueState | None = field(default=None, compare=False)
+    """The first waiting answer of the acquire that got this grant; None when the call did not wait. Not part of
+    what the grant is: two grants of the same place compare equal however they waited."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,8 @@ class SessionState:
     """Model calls a node refused that were sent again to another node (`refusals.py`)."""
     refusers: set[str] = field(default_factory=set)
     """Nodes that refused a call of this session (the log said so once for each)."""
+    queue: QueueState | None = None
+    """While a model call waits for a place: the latest waiting answer (`queue_state.py`); None otherwise."""
 
 
 class Unreachable(Exception):
@@ -118,6 +124,8 @@ class Attempt:
     registered_again: bool = False
     converged: bool = False
     closing: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    queued: QueueState | None = None
+    """The first waiting answer."""
 
 
 def new_state(config: SessionConfig) -> SessionState:
@@ -281,10 +289,14 @@ class Calls:
         """What an acquire does after one answer: a grant to route by, or the next step (POLL, REGISTER, CONVERGE:
         send `attempt.closing`, then poll again)."""
         if status == 200:
-            return self.granted(answer)
+            return replace(self.granted(answer), queued=attempt.queued)
         if status == 202:
-            if _parsed(answer).status != "waiting":
+            waiting = _parsed(answer)
+            if waiting.status != "waiting":
                 raise MalformedAnswer("malformed acquire answer: 202 with an admitted answer")
+            self.state.queue = queue_state(waiting)
+            attempt.queued = attempt.queued or self.state.queue
+            tell(self.config.on_queue, self.state.queue)
             return POLL
         if status == 503:  # `check` lets only the no-healthy-node answer through
             return self.no_healthy_node()

@@ -108,6 +108,13 @@ class AcquireResponse(_Answer):
     lease_id: str | None = None
     expires_at: float | None = None
     """Unix time by which the session must send another event, or lose its place."""
+    queue_position: int | None = Field(default=None, ge=1)
+    """On a waiting answer: 1 for the session that has waited longest, else the number of waiting sessions that
+    asked before this one, plus one. Places are given by value, not in this order: a position is progress, not a
+    promise (`core/queue.py`)."""
+    estimated_wait_s: float | None = Field(default=None, ge=0)
+    """On a waiting answer: seconds until a place, at the rate the queue was served lately (the busy time between
+    services times the position); absent until the coordinator has seen the queue served once."""
 
     @model_validator(mode="after")
     def _admitted_names_its_node(self) -> AcquireResponse:

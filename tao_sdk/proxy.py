@@ -23,6 +23,10 @@ the wire: a response that asks for tool calls starts them, the request that carr
 (`wire_tools.py` reads the wire, `inferred_tools.py` states the rule by which hooks win and nothing counts twice).
 Sessions idle for `idle_close_s` are closed.
 
+A call that waited for a place carries the queue's figures back to the harness as headers
+(`x-tao-queue-position`, `x-tao-estimated-wait`); with `max_queue_wait_s` set, a call whose estimated wait exceeds it
+is answered 429 with `Retry-After` instead, and keeps its session's place (`queue_headers.py`).
+
 Invariants: one `AsyncRouter` per session id; every acquired call gets exactly one `llm_end`; an inferred tool's end
 is queued before the acquire of the call that carries its result, and its start after the `llm_end` of the
 response that asked for it.
@@ -45,6 +49,8 @@ from . import protocol
 from .calls import describe
 from .errors import AuthenticationFailed, NoNodeAvailable
 from .inferred_tools import InferredTools, start_of
+from .queue_headers import queue_full, queue_headers
+from .queue_state import LongQueue, QueueState
 from .refusals import refused_status
 from .replicas import coordinator_urls
 from .router import AsyncRouter, Grant, Step
@@ -82,6 +88,9 @@ class ProxyConfig:
     api_key: str | None = None
     """Bearer token sent to the nodes (vLLM's --api-key), if they need one."""
     options: dict[str, float] = field(default_factory=dict)
+    max_queue_wait_s: float | None = None
+    """Answer a model call 429 with `Retry-After` when the coordinator estimates its wait for a place above this
+    (`queue_headers.py`); None: calls wait for their place, as before."""
 
 
 @dataclass
@@ -100,6 +109,11 @@ class RoutingProxy:
         self.learned_nodes: tuple[str, ...] = ()
         """Node URLs the coordinator last listed (used only without `--nodes`)."""
         self.inferred = InferredTools()
+
+    def give_up(self, queue: QueueState) -> bool:
+        """Whether a waiting call is answered 429 rather than held (`ProxyConfig.max_queue_wait_s`)."""
+        bound = self.config.max_queue_wait_s
+        return bound is not None and queue.estimated_wait_s is not None and queue.estimated_wait_s > bound
 
     @property
     def fallback_nodes(self) -> tuple[str, ...]:
@@ -178,9 +192,12 @@ class RoutingProxy:
             await router.tool_end(end.call_id, end.duration_s, end.status)
         tokens = len(raw) // 4
         try:
-            grant = await router.acquire(tokens, step_from(request.headers))
+            grant = await router.acquire(tokens, step_from(request.headers), self.give_up)
         except NoNodeAvailable as error:
             return no_node(error)
+        except LongQueue as long:
+            await router.heartbeat_if_due()  # the harness comes back within a third of the lease: the place is kept
+            return queue_full(long.queue, self.config.max_queue_wait_s or 0.0, router.state.lease_ttl_s)
         body, streaming = with_usage_requested(raw, request.path)
         retry = True
         while True:
@@ -208,7 +225,7 @@ class RoutingProxy:
         observer = UsageObserver(streaming, started)
         reader = ToolCallReader(streaming) if upstream.status < 300 else None
         try:
-            return await self._relay(request, upstream, observer, reader)
+            return await self._relay(request, upstream, observer, reader, queue_headers(grant.queued))
         finally:
             usage = observer.finish()
             usage.refused = refused_status(upstream.status) is not None
@@ -257,13 +274,16 @@ class RoutingProxy:
         upstream: aiohttp.ClientResponse,
         observer: UsageObserver | None,
         reader: ToolCallReader | None = None,
+        added: dict[str, str] | None = None,
     ) -> web.StreamResponse:
-        """Pass the node's answer back as it streams, read by `observer` and `reader` on the way."""
+        """Pass the node's answer back as it streams, read by `observer` and `reader` on the way, with the `added`
+        headers."""
         async with upstream:
             response = web.StreamResponse(status=upstream.status)
             for name, value in upstream.headers.items():
                 if name.lower() not in ANSWER_DROPPED:
                     response.headers[name] = value
+            response.headers.update(added or {})
             await response.prepare(request)
             async for chunk in upstream.content.iter_any():
                 if observer is not None:

@@ -22,6 +22,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", help="comma-separated node URLs for fail-open routing (or $TAO_NODES)")
     parser.add_argument("--api-key", help="bearer token the nodes expect (vLLM --api-key), if any")
     parser.add_argument("--idle-close-s", type=float, default=900.0, help="close sessions idle this long (900)")
+    parser.add_argument(
+        "--max-queue-wait-s",
+        type=float,
+        help="answer a model call 429 with Retry-After when the coordinator estimates its wait for a place above "
+        "this many seconds; the session keeps its place (default: calls wait)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,6 +40,9 @@ def run(args: argparse.Namespace) -> int:
         coordinator = coordinator_urls(args.coordinator or environment.coordinator())
     except ConfigurationError as error:
         print(f"tao proxy: --{error}", file=sys.stderr)
+        return 2
+    if args.max_queue_wait_s is not None and not args.max_queue_wait_s >= 0:
+        print("tao proxy: --max-queue-wait-s: a number of seconds, 0 or more", file=sys.stderr)
         return 2
     listed = environment.nodes() if args.nodes is None else args.nodes.split(",")
     fallback = tuple(url.strip().rstrip("/") for url in listed if url.strip())
@@ -48,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
                 fallback_nodes=fallback,
                 idle_close_s=args.idle_close_s,
                 api_key=args.api_key,
+                max_queue_wait_s=args.max_queue_wait_s,
             )
         )
     except ConfigurationError as error:

@@ -51,6 +51,7 @@ import httpx2
 
 from .calls import Grant, SessionState, Step, Unreachable, new_state
 from .protocol import ToolHints
+from .queue_state import GiveUp
 from .router_core import Flush, Pause, Plan, Report, Result, RouterCore
 from .session_config import SessionConfig
 from .tls import shared_ssl_context
@@ -138,9 +139,11 @@ class SyncRouter(RouterCore):
             self._retry = threading.Thread(target=self.register, name=f"tao-retry-{self.state.session_id}", daemon=True)
             self._retry.start()
 
-    def acquire(self, expected_tokens: int | None, agent_step: Step | None = None) -> Grant:
+    def acquire(
+        self, expected_tokens: int | None, agent_step: Step | None = None, give_up: GiveUp | None = None
+    ) -> Grant:
         """As `RouterCore.acquire_plan`."""
-        return self._run(self.acquire_plan(expected_tokens, agent_step))
+        return self._run(self.acquire_plan(expected_tokens, agent_step, give_up))
 
     def reroute(self, refused: Grant, how: str, expected_tokens: int | None) -> Grant | None:
         """As `RouterCore.reroute_plan`."""
@@ -233,8 +236,10 @@ class AsyncRouter(RouterCore):
         if not running and self.retry_due(now):
             self._retry = asyncio.get_running_loop().create_task(self.register())
 
-    async def acquire(self, expected_tokens: int | None, agent_step: Step | None = None) -> Grant:
-        return await self._run(self.acquire_plan(expected_tokens, agent_step))
+    async def acquire(
+        self, expected_tokens: int | None, agent_step: Step | None = None, give_up: GiveUp | None = None
+    ) -> Grant:
+        return await self._run(self.acquire_plan(expected_tokens, agent_step, give_up))
 
     async def reroute(self, refused: Grant, how: str, expected_tokens: int | None) -> Grant | None:
         return await self._run(self.reroute_plan(refused, how, expected_tokens))

@@ -22,6 +22,7 @@ import httpx2
 
 from .calls import CONVERGE, REGISTER, REPORT_ERRORS, Attempt, Calls, Grant, Step, check
 from .protocol import ToolHints
+from .queue_state import GiveUp, LongQueue
 from .replicas import Failover, NotLeader, not_leader
 
 __all__ = ["FLUSH", "Flush", "Pause", "Plan", "Report", "RouterCore", "Send"]
@@ -77,8 +78,12 @@ class RouterCore(Calls, ABC):
         except REPORT_ERRORS as error:
             self.detach(error, time.monotonic())
 
-    def acquire_plan(self, expected_tokens: int | None, agent_step: Step | None = None) -> Plan[Grant]:
-        """A node for the next model call; `agent_step` (else the session's, `SessionState.step`) goes with it."""
+    def acquire_plan(
+        self, expected_tokens: int | None, agent_step: Step | None = None, give_up: GiveUp | None = None
+    ) -> Plan[Grant]:
+        """A node for the next model call; `agent_step` (else the session's, `SessionState.step`) goes with it.
+        `give_up`, asked after each waiting answer, stops the wait with `LongQueue` when it says so (the coordinator
+        keeps the session's place in its queue)."""
         yield FLUSH
         attempt = Attempt(time.monotonic())
         if not self.has_coordinator or self.state.detached_at is not None:
@@ -95,9 +100,13 @@ class RouterCore(Calls, ABC):
                 elif step == CONVERGE:
                     for verb, report in attempt.closing:
                         yield from self._post(self.session_path(verb), report)
+                elif give_up is not None and (queue := self.state.queue) is not None and give_up(queue):
+                    raise LongQueue(queue)
         except REPORT_ERRORS as error:
             self.detach(error, time.monotonic())
             return self.fallback()
+        finally:
+            self.state.queue = None
         return self.fallback("no place was free within max_wait_s")
 
     def reroute_plan(self, refused: Grant, how: str, expected_tokens: int | None) -> Plan[Grant | None]:

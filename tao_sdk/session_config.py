@@ -15,6 +15,7 @@ import pydantic
 
 from .errors import ConfigurationError
 from .protocol import AgentContext
+from .queue_state import QueueCallback
 from .replicas import coordinator_urls
 
 __all__ = ["SessionConfig", "validated"]
@@ -48,6 +49,9 @@ class SessionConfig(pydantic.BaseModel):
     """While detached: how often the coordinator is tried again."""
     failover_wait_s: Annotated[float, pydantic.Field(ge=0)] = 10.0
     """With several replicas: how long no replica may answer as leader before the session routes on its own."""
+    on_queue: QueueCallback | None = None
+    """Called with each `QueueState` while a model call waits for a place (in the thread or event loop of the call);
+    what it raises is logged and ignored."""
 
     @property
     def coordinators(self) -> tuple[str, ...]:

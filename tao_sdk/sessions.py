@@ -33,6 +33,7 @@ from .environment import token as default_token
 from .errors import ConfigurationError
 from .hints import command_hints, program_of
 from .protocol import AcquireRequest, AgentContext, ToolHints
+from .queue_state import QueueState
 from .replicas import coordinator_urls
 from .router import AsyncRouter, SessionState, Step, SyncRouter, new_state
 from .session_config import SessionConfig, validated
@@ -56,7 +57,7 @@ class Session:
         workflow_id: str | None = None,
         parent_session_id: str | None = None,
         expected_next_tools: list[str] | tuple[str, ...] | None = None,
-        **options: float,
+        **options: Any,
     ) -> None:
         coordinators = coordinator_urls(coordinator or default_coordinator())
         agent: dict[str, Any] = {"workflow_id": workflow_id, "parent_session_id": parent_session_id}
@@ -82,6 +83,12 @@ class Session:
     @property
     def id(self) -> str:
         return self.state.session_id
+
+    @property
+    def queue(self) -> QueueState | None:
+        """While a model call of this session waits for a place: where it stands, as the coordinator's latest waiting
+        answer said (`queue_state.py`); None when no call waits."""
+        return self.state.queue
 
     @property
     def detached(self) -> bool:

@@ -37,6 +37,7 @@ READ_API = {
     "nodes",
     "holders",
     "waiting",
+    "queue_position",
     "used_cells",
     "used_tokens",
     "cannot_avoid",

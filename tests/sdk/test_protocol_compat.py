@@ -8,6 +8,7 @@ from tao_sdk import protocol
 
 ANSWERS = [
     (protocol.AcquireResponse, {"status": "admitted", "node": "a", "node_url": "http://127.0.0.1:9"}),
+    (protocol.AcquireResponse, {"status": "waiting", "queue_position": 3, "estimated_wait_s": 4.5}),
     (
         protocol.NodeInfo,
         {"name": "a", "url": "http://127.0.0.1:9", "healthy": True, "capacity_tokens": 1, "used_tokens": 0}

@@ -35,9 +35,10 @@ applies to TAO. Events that only feed routers (`KvCacheEvent`, `LlmFirstToken`, 
 nothing but the node's load figures) change no session and plan nothing; the policy's `observe` sees them.
 
 What drivers and observers may know of the core is its read API, and nothing else: `sessions`/`session`, `nodes`,
-`holders`, `waiting`, `used_cells()` and `used_tokens()`, the plan counters (`plan_stats`, `plan_in_flight`,
-`plan_pending`), the horizon, each node's demotion standing, credit half-life and half-life fit, and `settings` (the
-domain limits request checks share with the core; observers read the figures above instead). Besides `on_event`
+`holders`, `waiting`, a waiting session's `queue_position()`, `used_cells()` and `used_tokens()`, the plan counters
+(`plan_stats`, `plan_in_flight`, `plan_pending`), the horizon, each node's demotion standing, credit half-life and
+half-life fit, and `settings` (the domain limits request checks share with the core; observers read the figures
+above instead). Besides `on_event`
 and `next_wakeup`, a driver may only `take_touched` (what a replica writes, `web/replica.py`) and `restore` stored
 sessions. Everything else is private; `tests/core/test_read_api.py` pins this surface and fails when a module outside
 `core/` reads a private name of another object. The `ToolHistory` given to the constructor stays the caller's to read
@@ -53,7 +54,7 @@ from types import MappingProxyType
 from typing import Any
 
 from . import state_machine
-from .actions import Action, Expired, NodeDemoted, NodeRestored, ProbeNode, Route, StartPlan
+from .actions import Action, Admit, Expired, Interrupt, NodeDemoted, NodeRestored, ProbeNode, Route, StartPlan
 from .demotion import Demotions, NodeDemotion
 from .errors import DuplicateSession, IllegalTransition, NoOtherNode
 from .events import (
@@ -90,6 +91,7 @@ from .node_rates import NodeRateFit
 from .plan import PlanFinished
 from .planner import Planner, PlannerStats
 from .policies.base import Policy
+from .queue import CallQueue, QueuePosition
 from .settings import CoreSettings
 from .signals.cache_credit import node_half_life, with_evidence
 from .signals.footprint import footprint_tokens
@@ -136,6 +138,7 @@ class Coordinator:
         self._plan_interval = policy.plan_interval_s
         self._next_periodic: float | None = None
         self._periodic_due = False
+        self._queue = CallQueue()
 
     # -- the read API: what drivers and observers may know of the core (tests/core/test_read_api.py pins it) -----
 
@@ -173,6 +176,11 @@ class Coordinator:
     def waiting(self) -> frozenset[SessionId]:
         """The waiting pool (a copy): sessions that asked for a call and hold no place."""
         return frozenset(self._state.pool)
+
+    def queue_position(self, session_id: SessionId, now: float) -> QueuePosition | None:
+        """Where a session that waits for a call stands at `now` among those that do (first come first) and how long
+        it may wait (`core/queue.py` says how both are reckoned); None when it does not wait."""
+        return self._queue.position(session_id, now)
 
     def used_cells(self) -> dict[NodeId, int]:
         """Cells of `settings.capacity_quantum_tokens` each node's holders hold now (what the planner checks)."""
@@ -246,6 +254,7 @@ class Coordinator:
         none, and plan them at the next chance. They count as touched by no one: `take_touched` starts after them."""
         for session in sessions:
             self._state.put(session)
+        self._queue.restore(self._state.sessions.values())
         self._state.take_touched()
         self._planner.mark_dirty()
 
@@ -261,7 +270,15 @@ class Coordinator:
         actions += self._maybe_plan(now)
         if self._adaptive_horizon:
             self._served(actions, now)
+        self._observe_queue(event, actions, now)
         return actions
+
+    def _observe_queue(self, event: Event | PlanFinished, actions: list[Action], now: float) -> None:
+        touched = {action.session_id for action in actions if isinstance(action, Admit | Interrupt | Route | Expired)}
+        served = {action.session_id for action in actions if isinstance(action, Route)}
+        if (asked := getattr(event, "session_id", None)) is not None:
+            touched.add(asked)
+        self._queue.observe(touched, served, self._state.sessions, now)
 
     def _served(self, actions: list[Action], now: float) -> None:
         """Feed the adaptive horizon the wait of every pooled session these actions serve."""

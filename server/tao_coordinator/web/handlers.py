@@ -24,6 +24,7 @@ from .errors import RequestError, json_error
 from .keys import SERVICE
 from .limits import check_acquire, check_context
 from .listing import page_ids, page_query
+from .queue_answer import acquire_body
 from .service import CoordinatorService
 from .session_events import BODIES, SessionEventKind, apply
 
@@ -94,7 +95,7 @@ async def post_acquire(request: web.Request) -> web.Response:
         answer = await service.acquire(session_id, body)
     except NoOtherNode as error:  # the client keeps the refusal it had
         return json_error(503, str(error), "avoid_nodes", code=protocol.NO_OTHER_NODE)
-    return _json(answer, status=200 if answer.status == "admitted" else 202)
+    return web.json_response(acquire_body(answer), status=200 if answer.status == "admitted" else 202)
 
 
 async def _session_event(request: web.Request, kind: SessionEventKind) -> web.Response:

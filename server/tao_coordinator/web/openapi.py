@@ -173,7 +173,8 @@ def _responses(status: int, response: type[BaseModel] | None) -> dict[str, Any]:
             **error,
         }
     if status == 200 and response is protocol.AcquireResponse:
-        answers["202"] = {"description": "still waiting for a place; ask again", **ok}
+        waiting = "still waiting for a place, with `queue_position` and `estimated_wait_s` when known; ask again"
+        answers["202"] = {"description": waiting, **ok}
         answers["410"] = {"description": "the session closed or expired while the call waited", **error}
         answers["503"] = {"description": "no node of the fleet is healthy (code `no_healthy_node`)", **error}
     return answers

@@ -56,6 +56,7 @@ from .fleet_watch import FleetWatch
 from .grants import Grants
 from .metrics import ServiceMetrics, StateCollector
 from .plan_runner import PlanRunner
+from .queue_answer import waiting_answer
 from .replica import Replica
 from .timeline import Timelines
 from .tokens import SessionTokens
@@ -266,7 +267,7 @@ class CoordinatorService:
         if grant is None:
             grant = await self.grants.wait(session_id, min(request.wait_s, self.config.server.acquire_wait_s))
         if grant is None:
-            return protocol.AcquireResponse(status="waiting")
+            return waiting_answer(self.coordinator, session_id, self.now())
         self.metrics.acquire_wait_seconds.observe(self.now() - started)
         url = self.nodes[grant.node].url if grant.node in self.nodes else ""
         return protocol.AcquireResponse(
