@@ -265,6 +265,8 @@ class CoordinatorConfig(_Section):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     tokens: list[TokenConfig] = Field(default_factory=list)
     """API tokens beside `server.token`, each with its own caps."""
+    discovery: list[DiscoveryConfig] = Field(default_factory=list)
+    """DNS names whose addresses are nodes (`fleet/discovery.py`), looked up again on an interval."""
 
     def api_tokens(self) -> dict[str, str]:
         """Every API token by its name (`server.token` as `default`)."""
