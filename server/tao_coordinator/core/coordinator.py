@@ -22,9 +22,9 @@ every policy, into the one `ToolHistory`. The horizon of the `forecast` rule fol
 (`forecast/horizon.py`): the wait of each session served from the waiting pool, when a plan routes it.
 
 Membership (`core/membership.py`): a `NodeUpdate` of a node the core does not know adds it; `NodeDrain` makes a node
-unhealthy for every decision until it leaves, so the next plan moves its holders away and calls running there finish;
-`NodeRemoved` drops a node and puts the sessions holding a place there back in the waiting pool, except those inside
-a call, whose `llm_end` is still accepted and then returns them to the pool. A node drained with `remove` is removed
+unhealthy for every decision until it leaves, and `NodeRemoved` drops it: either way the sessions holding a place
+there outside a call wait again at once (the plan the event starts places them elsewhere), and a call running there
+finishes: its `llm_end` is accepted and returns its session to the pool. A node drained with `remove` is removed
 (`NodeRetired`) as soon as, after an event and the plan it started, no session holds a place there.
 
 Refused calls (`core/demotion.py`): an `LlmEnd` with `refused` ends the call, drops the session's credit on the
@@ -326,6 +326,7 @@ class Coordinator:
                 self._state.node(event.node_id)
                 self._membership.drain(event.node_id, event.remove)
                 self._set_health(event.node_id, healthy=False)
+                self._release_holders(event.node_id, now)
             case CacheResidency():
                 session = self._state.session(event.session_id)
                 evidence = CacheEvidence(event.node_id, event.tokens, now, EvidenceSource.KV_EVENTS, event.tier)
@@ -350,6 +351,10 @@ class Coordinator:
         self._rates.forget(node_id)
         self._membership.forget(node_id)
         self._nodes_changed = True
+        self._release_holders(node_id, now)
+
+    def _release_holders(self, node_id: NodeId, now: float) -> None:
+        """Every session holding a place on the node outside a call waits again (the next plan places it)."""
         for session in list(self._state.sessions.values()):
             if session.node == node_id and session.phase is not Phase.IN_LLM:
                 self._state.put(state_machine.interrupt(session, now))
@@ -476,8 +481,11 @@ class Coordinator:
         return []
 
     def _off_removed(self, session: AgentSession, now: float) -> AgentSession:
-        """A session whose call ended on a node removed meanwhile waits again, as its node's other holders did."""
-        if session.node is not None and session.node not in self._state.nodes:
+        """A session whose call ended on a node removed or drained meanwhile waits again, as the node's other
+        holders did."""
+        if session.node is not None and (
+            session.node not in self._state.nodes or self._membership.is_draining(session.node)
+        ):
             return state_machine.interrupt(session, now)
         return session
 

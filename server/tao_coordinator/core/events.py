@@ -253,8 +253,8 @@ class NodeRemoved:
 @dataclass(frozen=True, slots=True)
 class NodeDrain:
     """Stop admitting on the node: nothing is placed or routed there any more, the sessions holding a place there
-    are moved by the next plan, and calls running there finish. With `remove`, the core removes the node itself as
-    soon as no session holds a place there (`NodeRetired`)."""
+    outside a call wait again (the plan the drain starts places them), and calls running there finish. With
+    `remove`, the core removes the node itself as soon as no session holds a place there (`NodeRetired`)."""
 
     node_id: NodeId
     remove: bool = False

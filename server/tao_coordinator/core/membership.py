@@ -1,8 +1,9 @@
 """Which nodes are draining: nodes the fleet keeps watching but admits nothing on, until they hold no session.
 
 A drained node is unhealthy for every decision (the coordinator sets `Node.healthy` false, as for a demoted node),
-so no plan, fast admission or router places anything there, and the next plan moves the sessions holding a place
-there; a call running there is never moved and ends as usual. A node drained with `remove` is removed by the
+so no plan, fast admission or router places anything there; the sessions holding a place there outside a call wait
+again at once and the plan the drain starts places them elsewhere; a call running there is never moved and ends as
+usual, its session then waiting again too. A node drained with `remove` is removed by the
 coordinator once no session holds a place there.
 
 Invariants: only known nodes drain; a node that leaves the fleet (`forget`) stops draining; `state` is `active` for
