@@ -170,3 +170,105 @@ def test_membership_needs_the_operators_token(coordinator_factory):
         assert operator(coordinator, "DELETE", "/v1/nodes/nope").status_code == 404
         assert operator(coordinator, "POST", "/v1/nodes", {"name": "y"}).status_code == 422
         assert set(nodes(coordinator)) == {"node-0"}
+
+
+def test_a_pod_replaced_in_dns_is_a_node_added_and_admitted_onto_and_one_drained_and_removed(
+    coordinator_factory, tmp_path
+):
+    """The record of 127.0.0.2 is replaced by 127.0.0.3 (a rolling update of a headless Service): the new node is
+    added and takes every call, the old one drains — its running calls finish — and leaves."""
+    from tao_coordinator.local_coordinator import free_port
+    from tests.fleet.dnsmasq import LocalDnsmasq
+
+    port = free_port()
+    configs = [FAST.model_copy(update={"host": host, "port": port}) for host in ("127.0.0.2", "127.0.0.3")]
+    old, new = "vllm-127-0-0-2", "vllm-127-0-0-3"
+    dnsmasq = LocalDnsmasq(tmp_path, {"vllm.test": ["127.0.0.2"]})
+    dnsmasq.start()
+    try:
+        with ThreadedFleet(configs, kv_events=False):
+            host, dns_port = dnsmasq.address
+            discovery = {"name": "vllm.test", "port": port, "resolver": f"{host}:{dns_port}", "interval_s": 0.2}
+            coordinator = coordinator_factory([], discovery=[discovery])
+            until(lambda: old in coordinator.service.coordinator.nodes)
+            recorder = Recorder(coordinator, old)
+            with Agents(coordinator, 16) as agents:
+                until(lambda: agents.calls >= 32, timeout=30)
+                dnsmasq.write({"vllm.test": ["127.0.0.3"]})
+                changed = time.monotonic()
+                dnsmasq.reload()
+                until(lambda: any(isinstance(a, Route) and a.node == new for r in recorder.rows for a in r[2]))
+                first = next(r[0] for r in recorder.rows for a in r[2] if isinstance(a, Route) and a.node == new)
+                until(lambda: set(nodes(coordinator)) == {new}, timeout=10)
+                gone = time.monotonic()
+                calls = agents.calls
+                until(lambda: agents.calls >= calls + 32, timeout=30)
+            assert agents.failures == []
+            drain = next(r[0] for r in recorder.rows if isinstance(r[1], NodeDrain))
+            late = [
+                a for r in recorder.rows if r[0] > drain for a in r[2] if isinstance(a, Admit | Route) and a.node == old
+            ]
+            assert late == []
+            assert set(coordinator.service.coordinator.nodes) == {new}
+            print(
+                f"\ndns: first call on the added node {first - changed:.3f} s after the record changed (interval "
+                f"0.2 s, scrape 0.1 s); the old node drained and removed {gone - changed:.3f} s after; "
+                f"{len(agents.failures)} failed calls of {agents.calls}"
+            )
+    finally:
+        dnsmasq.stop()
+
+
+def test_sighup_applies_the_files_node_list_and_a_bad_file_changes_nothing(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tao_coordinator.local_coordinator import free_port
+
+    with ThreadedFleet(2, FAST, kv_events=False) as fleet:
+        port, token = free_port(), "sighup-test-token-0123456789"
+        config = tmp_path / "fleet.toml"
+
+        def write(urls):
+            nodes = "".join(f'[[nodes]]\nname = "node-{k}"\nurl = "{url}"\n' for k, url in urls.items())
+            config.write_text(f'[server]\nport = {port}\ntoken = "{token}"\nstate_dir = "{tmp_path}/state"\n{nodes}')
+
+        write({0: fleet.urls[0]})
+        env = {**os.environ, "TAO_TOKEN": ""}
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tao_sdk.cli", "coordinator", "--config", str(config)],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+        class Remote:
+            url = f"http://127.0.0.1:{port}"
+
+        Remote.token = token
+        try:
+
+            def listed():
+                try:
+                    return set(nodes(Remote))
+                except httpx2.HTTPError:
+                    return set()
+
+            until(lambda: listed() == {"node-0"}, timeout=20)
+            write({0: fleet.urls[0], 1: fleet.urls[1]})
+            process.send_signal(signal.SIGHUP)
+            until(lambda: listed() == {"node-0", "node-1"})
+            config.write_text("[server\nnot toml")
+            process.send_signal(signal.SIGHUP)
+            time.sleep(0.5)
+            assert listed() == {"node-0", "node-1"}
+            write({1: fleet.urls[1]})
+            process.send_signal(signal.SIGHUP)
+            until(lambda: listed() == {"node-1"})
+        finally:
+            process.send_signal(signal.SIGINT)
+            _, stderr = process.communicate(timeout=20)
+        assert "SIGHUP: the configuration was not applied, nothing changed" in stderr
+        assert "Traceback" not in stderr
