@@ -272,3 +272,36 @@ def test_sighup_applies_the_files_node_list_and_a_bad_file_changes_nothing(tmp_p
             _, stderr = process.communicate(timeout=20)
         assert "SIGHUP: the configuration was not applied, nothing changed" in stderr
         assert "Traceback" not in stderr
+
+
+def test_a_standby_that_takes_over_knows_the_nodes_added_drained_and_removed_on_the_leader(
+    coordinator_factory, tmp_path
+):
+    from tao_coordinator.local_coordinator import free_port
+    from tests.ha.conftest import local_redis
+
+    from .test_replica_failover import leader_among
+
+    with local_redis(directory=tmp_path / "redis") as redis_server, ThreadedFleet(3, FAST, kv_events=False) as fleet:
+        replicas = []
+        for _ in range(2):
+            port = free_port()
+            server = {"redis": redis_server.url, "advertise_url": f"http://127.0.0.1:{port}", "lease_s": 1.0}
+            replicas.append(coordinator_factory(fleet.urls[:2], port=port, server=server))
+        leader = leader_among(replicas)
+        standby = next(r for r in replicas if r is not leader)
+        assert operator(standby, "POST", "/v1/nodes/node-0/drain").status_code == 421  # writes go to the leader
+        assert operator(leader, "POST", "/v1/nodes", {"name": "node-2", "url": fleet.urls[2]}).status_code == 201
+        assert operator(leader, "POST", "/v1/nodes/node-1/drain").status_code == 200
+        assert operator(leader, "DELETE", "/v1/nodes/node-0").status_code == 204
+        with tao_sdk.session([leader.url, standby.url], leader.token) as s:
+            ask(s.openai(max_retries=0))
+            assert s.state.last.node == "node-2"
+            leader.stop()
+            until(lambda: httpx2.get(standby.url + "/v1/leader").json()["role"] == "leader", timeout=10)
+            listed = nodes(standby)
+            assert set(listed) == {"node-1", "node-2"}
+            assert listed["node-1"]["membership"] == "draining"
+            until(lambda: "node-2" in standby.service.coordinator.nodes)
+            ask(s.openai(max_retries=0))
+            assert s.state.last.node == "node-2" and not s.detached
