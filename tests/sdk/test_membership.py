@@ -9,7 +9,7 @@ import pytest
 
 import tao_sdk
 from tao_coordinator.core.actions import Admit, Route, StartPlan
-from tao_coordinator.core.events import NodeDrain
+from tao_coordinator.core.events import NodeDrain, NodeUpdate
 from tao_coordinator.core.model import Phase
 from tao_coordinator.core.plan import PlanFinished
 from tao_coordinator.fakevllm import FakeNodeConfig, ThreadedFleet
@@ -84,7 +84,7 @@ class Recorder:
         return self.rows[start:]
 
 
-@pytest.mark.parametrize("sessions", [24])
+@pytest.mark.parametrize("sessions", [32])
 def test_a_node_drained_under_load_loses_no_call_admits_nothing_and_moves_its_idle_sessions_in_one_plan(
     coordinator_factory, sessions
 ):
@@ -148,14 +148,20 @@ def test_a_node_added_by_post_is_admitted_onto_within_two_scrapes_and_a_deleted_
                 r[0] for r in recorder.rows for a in r[2] if isinstance(a, Admit | Route) and a.node == "node-1"
             )
             scrape_s = coordinator.config.fleet.scrape_interval_s
-            assert first - posted <= 2 * scrape_s + 0.5
+            scrapes = sum(
+                1 for r in recorder.rows if r[0] <= first and isinstance(r[1], NodeUpdate) and r[1].node_id == "node-1"
+            )
+            assert 1 <= scrapes <= 2  # admitted onto at its first or second scrape
             calls = agents.calls
             assert operator(coordinator, "DELETE", "/v1/nodes/node-1").status_code == 204
             until(lambda: agents.calls >= calls + 32, timeout=30)
         assert agents.failures == []
         assert set(nodes(coordinator)) == {"node-0"}
         assert "node-1" not in coordinator.service.coordinator.nodes
-        print(f"\nadd: first admission on the new node {first - posted:.3f} s after the POST (scrape {scrape_s} s)")
+        print(
+            f"\nadd: first admission on the new node {first - posted:.3f} s after the POST, at its scrape {scrapes} "
+            f"(every {scrape_s} s)"
+        )
 
 
 def test_membership_needs_the_operators_token(coordinator_factory):

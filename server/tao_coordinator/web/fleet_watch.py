@@ -51,6 +51,8 @@ class FleetWatch:
         self._tasks: list[asyncio.Task[None]] = []
         self._node_tasks: dict[str, list[asyncio.Task[None]]] = {}
         self._flush: asyncio.Task[None] | None = None
+        self.joined: Callable[[str], object] | None = None
+        """Told the name of each node the core learns of from a scrape (`membership.py` drains it if it must)."""
         self._http: aiohttp.ClientSession | None = None
         self._zmq: zmq.asyncio.Context | None = None
 
@@ -122,6 +124,7 @@ class FleetWatch:
             capacity = 0  # down since start-up: known, so that a fleet with no healthy node is recognised as such
         if capacity is None:
             return
+        joins = known is None
         # the load figures feed load-aware policies (least-loaded, llm-d) and TAO's adaptive utilisation target; a
         # change in them alone starts no plan
         self.feed(
@@ -136,6 +139,8 @@ class FleetWatch:
                 counters=observation.counters,
             )
         )
+        if joins and self.joined is not None:
+            self.joined(observation.name)
 
     async def _flush_kv_evidence(self) -> None:
         while True:

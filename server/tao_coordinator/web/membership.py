@@ -10,7 +10,8 @@ Invariants:
   added to it before its poller starts, and its poller and KV subscribers are stopped before it leaves it;
 - a removal reaches the core (`NodeRemoved`) only after the node's poller is stopped, so no scrape adds it back;
 - the drains this coordinator asked for are kept here and told again to every core built anew (`replay`): a
-  replica's takeover, or a standby's forgotten state, keeps them;
+  replica's takeover, or a standby's forgotten state, keeps them; a node drained before the core knew it is drained
+  as its first scrape reaches the core;
 - each node's origin (`config`, `api` or `dns`) is kept: a SIGHUP applies the file's difference to the nodes the
   file gave, and a discovery loop's to the nodes it found, never to another origin's;
 - with a store (`persist`, several replicas on Redis, `ha/membership.py`) every change the leader makes is stored
@@ -88,6 +89,7 @@ class FleetMembership:
         self.persist: Persist | None = None
         """Stores a change before it is answered (set by a replica that leads); None: nothing is stored."""
         self._retiring: set[asyncio.Task[None]] = set()
+        fleet.joined = self._joined
 
     # -- changes -----------------------------------------------------------------------------------------------------
 
@@ -134,6 +136,11 @@ class FleetMembership:
         for name, remove in list(self.draining.items()):
             if name in self.core.coordinator.nodes:
                 self.feed(NodeDrain(name, remove))
+
+    def _joined(self, name: str) -> None:
+        """A node drained before its first scrape reached the core is drained as it joins."""
+        if name in self.draining and name in self.core.coordinator.nodes:
+            self.feed(NodeDrain(name, self.draining[name]))
 
     # -- SIGHUP and discovery ----------------------------------------------------------------------------------------
 
