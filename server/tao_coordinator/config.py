@@ -134,8 +134,8 @@ class NodeConfig(_Section):
     def _ranks_need_ports(self) -> NodeConfig:
         if self.dp_size > 1:
             for endpoint in (self.kv_events, self.kv_events_replay):
-                if endpoint is not None and not endpoint.startswith("tcp://"):
-                    raise ValueError("dp_size > 1 needs tcp:// KV-event endpoints (rank r uses port + r)")
+                if endpoint is not None and not re.fullmatch(r"tcp://.+:\d+", endpoint):
+                    raise ValueError("dp_size > 1 needs tcp://host:port KV-event endpoints (rank r uses port + r)")
         return self
 
     @field_validator("url")

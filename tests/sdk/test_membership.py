@@ -175,6 +175,8 @@ def test_membership_needs_the_operators_token(coordinator_factory):
         assert httpx2.delete(coordinator.url + "/v1/nodes/node-0").status_code == 401
         assert operator(coordinator, "DELETE", "/v1/nodes/nope").status_code == 404
         assert operator(coordinator, "POST", "/v1/nodes", {"name": "y"}).status_code == 422
+        ranks = {"name": "z", "url": "http://127.0.0.1:9", "kv_events": "tcp://127.0.0.1", "dp_size": 2}
+        assert operator(coordinator, "POST", "/v1/nodes", ranks).status_code == 422  # rank 1 has no port to use
         assert set(nodes(coordinator)) == {"node-0"}
 
 

@@ -24,7 +24,7 @@ import zmq.asyncio
 from ..config import FleetConfig, NodeConfig
 from ..core.events import CacheResidency, NodeUpdate
 from ..fleet.kv_index import NodeKvIndex
-from ..fleet.kv_subscriber import KvEventSubscriber
+from ..fleet.kv_subscriber import KvEventSubscriber, rank_endpoint
 from ..fleet.poller import NodeObservation, NodePoller
 from .core_slot import CoreSlot
 
@@ -62,19 +62,29 @@ class FleetWatch:
             self.watch(node)
 
     def watch(self, node: NodeConfig) -> None:
-        """Start polling `node` (already in `nodes`) and following its KV events."""
+        """Start polling `node` and following its KV events (its scrapes are fed once it is in `nodes`); a
+        `ValueError` (a KV-event endpoint a rank cannot use) starts nothing."""
         assert self._http is not None, "start() first"
         poller = NodePoller(node, self.fleet, self._http, self.observe)
-        tasks = [asyncio.create_task(poller.run(), name=f"poll {node.name}")]
+        subscribers = []
+        for endpoint in (node.kv_events, node.kv_events_replay):
+            if endpoint is not None:
+                for rank in range(node.dp_size):
+                    rank_endpoint(endpoint, rank)  # a ValueError before anything is built
         if node.kv_events:
             self._zmq = self._zmq or zmq.asyncio.Context()
-            index = self._kv_indexes.setdefault(node.name, NodeKvIndex())
-            for rank in range(node.dp_size):
-                subscriber = KvEventSubscriber(node.name, node.kv_events, node.kv_events_replay, index, self._zmq, rank)
-                tasks.append(asyncio.create_task(subscriber.run(), name=f"kv {node.name} rank {rank}"))
-            if self._flush is None:
-                self._flush = asyncio.create_task(self._flush_kv_evidence(), name="kv flush")
-                self._tasks.append(self._flush)
+            index = self._kv_indexes.get(node.name) or NodeKvIndex()
+            subscribers = [  # all built before any runs: one that cannot be built leaves nothing running
+                KvEventSubscriber(node.name, node.kv_events, node.kv_events_replay, index, self._zmq, rank)
+                for rank in range(node.dp_size)
+            ]
+            self._kv_indexes[node.name] = index
+        tasks = [asyncio.create_task(poller.run(), name=f"poll {node.name}")]
+        for rank, subscriber in enumerate(subscribers):
+            tasks.append(asyncio.create_task(subscriber.run(), name=f"kv {node.name} rank {rank}"))
+        if subscribers and self._flush is None:
+            self._flush = asyncio.create_task(self._flush_kv_evidence(), name="kv flush")
+            self._tasks.append(self._flush)
         self._node_tasks[node.name] = tasks
 
     async def unwatch(self, name: str) -> None:

@@ -39,7 +39,8 @@ Origin = Literal["config", "api", "dns"]
 
 
 class MembershipError(Exception):
-    """A change the fleet cannot make: `status` 404 (no such node) or 409 (a node of that name is in the fleet)."""
+    """A change the fleet cannot make: `status` 404 (no such node), 409 (a node of that name is in the fleet) or 422
+    (a node whose KV-event endpoints cannot be followed)."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -194,10 +195,13 @@ class FleetMembership:
             raise MembershipError(404, f"no node {name!r} in the fleet")
 
     def _watch(self, node: NodeConfig, origin: Origin) -> None:
+        try:
+            self.fleet.watch(node)
+        except ValueError as error:
+            raise MembershipError(422, f"node {node.name!r}: {error}") from None
         self.nodes[node.name] = node
         self.urls[node.name] = node.url
         self.origins[node.name] = origin
-        self.fleet.watch(node)
         if node.capacity_tokens is not None:
             self.feed(NodeUpdate(node.name, node.capacity_tokens))
 
