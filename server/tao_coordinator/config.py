@@ -19,6 +19,10 @@ capacity_tokens = 320000    # optional: overrides what /metrics says
 kv_events = "tcp://10.0.0.7:5557"   # optional: exact cache credit from vLLM KV events
 dp_size = 1                 # optional: data-parallel ranks; rank r's KV events are on port 5557 + r
 
+[[discovery]]               # optional: every A/AAAA record of a DNS name is a node (`fleet/discovery.py`)
+name = "vllm.default.svc.cluster.local"
+port = 8000
+
 [policy]
 name = "tao"
 

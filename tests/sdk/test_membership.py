@@ -313,3 +313,18 @@ def test_a_standby_that_takes_over_knows_the_nodes_added_drained_and_removed_on_
             until(lambda: "node-2" in standby.service.coordinator.nodes)
             ask(s.openai(max_retries=0))
             assert s.state.last.node == "node-2" and not s.detached
+
+
+def test_a_node_drained_before_the_core_knows_it_joins_the_core_draining(coordinator_factory):
+    """A node that does not answer yet is known to the core only after `unhealthy_after` failed scrapes: a drain
+    sent before that is applied as it joins."""
+    with ThreadedFleet(1, FAST, kv_events=False) as fleet:
+        coordinator = coordinator_factory(fleet.urls)
+        until(lambda: len(coordinator.service.coordinator.nodes) == 1)
+        late = {"name": "late", "url": "http://127.0.0.1:9"}  # nothing listens there
+        assert operator(coordinator, "POST", "/v1/nodes", late).status_code == 201
+        assert "late" not in coordinator.service.coordinator.nodes
+        assert operator(coordinator, "POST", "/v1/nodes/late/drain").status_code == 200
+        until(lambda: "late" in coordinator.service.coordinator.nodes)
+        assert coordinator.service.coordinator.membership("late") == "draining"
+        assert nodes(coordinator)["late"]["membership"] == "draining"
