@@ -247,6 +247,9 @@ class NodeInfo(_Answer):
     """Seconds since the demotion."""
     unhealthy_reason: str | None = None
     """Why the node's scrapes fail, or why its figures are not believed (then `quarantined`); None while they are."""
+    membership: Literal["active", "draining"] = "active"
+    """`draining`: nothing new is admitted here; the sessions holding a place are moved and running calls finish
+    (`POST /v1/nodes/{name}/drain`)."""
     quarantined: bool = False
     """Its `/metrics` reports a capacity that cannot be true (none, past the coordinator's `fleet.max_capacity_tokens`,
     or changed without a restart): nothing is placed here until it reports one that can."""

@@ -19,6 +19,10 @@ capacity_tokens = 320000    # optional: overrides what /metrics says
 kv_events = "tcp://10.0.0.7:5557"   # optional: exact cache credit from vLLM KV events
 dp_size = 1                 # optional: data-parallel ranks; rank r's KV events are on port 5557 + r
 
+[[discovery]]               # optional: every A/AAAA record of a DNS name is a node (`fleet/discovery.py`)
+name = "vllm.default.svc.cluster.local"
+port = 8000
+
 [policy]
 name = "tao"
 
@@ -134,8 +138,8 @@ class NodeConfig(_Section):
     def _ranks_need_ports(self) -> NodeConfig:
         if self.dp_size > 1:
             for endpoint in (self.kv_events, self.kv_events_replay):
-                if endpoint is not None and not endpoint.startswith("tcp://"):
-                    raise ValueError("dp_size > 1 needs tcp:// KV-event endpoints (rank r uses port + r)")
+                if endpoint is not None and not re.fullmatch(r"tcp://.+:\d+", endpoint):
+                    raise ValueError("dp_size > 1 needs tcp://host:port KV-event endpoints (rank r uses port + r)")
         return self
 
     @field_validator("url")
@@ -265,6 +269,8 @@ class CoordinatorConfig(_Section):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     tokens: list[TokenConfig] = Field(default_factory=list)
     """API tokens beside `server.token`, each with its own caps."""
+    discovery: list[DiscoveryConfig] = Field(default_factory=list)
+    """DNS names whose addresses are nodes (`fleet/discovery.py`), looked up again on an interval."""
 
     def api_tokens(self) -> dict[str, str]:
         """Every API token by its name (`server.token` as `default`)."""

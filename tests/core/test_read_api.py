@@ -47,6 +47,7 @@ READ_API = {
     "horizon_s",
     "mean_horizon_s",
     "demotion",
+    "membership",
     "credit_half_life",
     "half_life_fit",
     "retention_observations",

@@ -101,11 +101,21 @@ def _authorize(case: schemathesis.Case, server: _Server) -> dict[str, str]:
             case.path_parameters["session_id"] = SESSION
             return {"Authorization": f"Bearer {server.session_token}"}
         return {"Authorization": f"Bearer {API_TOKEN}"}  # not a session token: refused like a guess
+    if case.path == "/v1/nodes" and isinstance(case.body, dict):
+        _on_loopback(case.body)
     if case.path == "/v1/events" and isinstance(case.body, dict) and isinstance(case.body.get("events"), list):
         for k, event in enumerate(case.body["events"]):
             if isinstance(event, dict) and (pick + k) % 2 == 0 and event.get("kind") != "register":
                 event.update(session_id=SESSION, session_token=server.session_token)
     return {"Authorization": f"Bearer {API_TOKEN}"}
+
+
+def _on_loopback(node: dict[str, Any]) -> None:
+    """A node the fuzzer adds is addressed on loopback (a closed port): the coordinator scrapes and subscribes to it,
+    and must not resolve generated host names off this machine. Every other field stays as generated."""
+    for key, scheme in (("url", "http"), ("kv_events", "tcp"), ("kv_events_replay", "tcp")):
+        if isinstance(node.get(key), str):
+            node[key] = f"{scheme}://127.0.0.1:9"
 
 
 schema = schemathesis.openapi.from_dict(build_spec())

@@ -70,4 +70,11 @@ class NodeRestored:
     """How long it was demoted."""
 
 
-Action = Admit | Interrupt | Route | Expired | StartPlan | NodeDemoted | ProbeNode | NodeRestored
+@dataclass(frozen=True, slots=True)
+class NodeRetired:
+    """A node drained with `NodeDrain(remove=True)` holds no session any more and was removed: stop watching it."""
+
+    node: NodeId
+
+
+Action = Admit | Interrupt | Route | Expired | StartPlan | NodeDemoted | ProbeNode | NodeRestored | NodeRetired

@@ -21,6 +21,12 @@ Tool starts are forecast by the policy's readiness rule (`forecast/forecaster.py
 every policy, into the one `ToolHistory`. The horizon of the `forecast` rule follows the waits of acquires
 (`forecast/horizon.py`): the wait of each session served from the waiting pool, when a plan routes it.
 
+Membership (`core/membership.py`): a `NodeUpdate` of a node the core does not know adds it; `NodeDrain` makes a node
+unhealthy for every decision until it leaves, and `NodeRemoved` drops it: either way the sessions holding a place
+there outside a call wait again at once (the plan the event starts places them elsewhere), and a call running there
+finishes: its `llm_end` is accepted and returns its session to the pool. A node drained with `remove` is removed
+(`NodeRetired`) as soon as, after an event and the plan it started, no session holds a place there.
+
 Refused calls (`core/demotion.py`): an `LlmEnd` with `refused` ends the call, drops the session's credit on the
 node that refused it, and counts towards the node's demotion; at `node_demote_after` in a row the node is demoted
 (`NodeDemoted`: unhealthy for every decision, its holders re-planned) and a `ProbeNode` is asked of the driver every
@@ -36,9 +42,9 @@ nothing but the node's load figures) change no session and plan nothing; the pol
 
 What drivers and observers may know of the core is its read API, and nothing else: `sessions`/`session`, `nodes`,
 `holders`, `waiting`, a waiting session's `queue_position()`, `used_cells()` and `used_tokens()`, the plan counters
-(`plan_stats`, `plan_in_flight`, `plan_pending`), the horizon, each node's demotion standing, credit half-life and
-half-life fit, and `settings` (the domain limits request checks share with the core; observers read the figures
-above instead). Besides `on_event`
+(`plan_stats`, `plan_in_flight`, `plan_pending`), the horizon, each node's demotion standing, membership
+(`core/membership.py`), credit half-life and half-life fit, and `settings` (the domain limits request checks share
+with the core; observers read the figures above instead). Besides `on_event`
 and `next_wakeup`, a driver may only `take_touched` (what a replica writes, `web/replica.py`) and `restore` stored
 sessions. Everything else is private; `tests/core/test_read_api.py` pins this surface and fails when a module outside
 `core/` reads a private name of another object. The `ToolHistory` given to the constructor stays the caller's to read
@@ -54,7 +60,18 @@ from types import MappingProxyType
 from typing import Any
 
 from . import state_machine
-from .actions import Action, Admit, Expired, Interrupt, NodeDemoted, NodeRestored, ProbeNode, Route, StartPlan
+from .actions import (
+    Action,
+    Admit,
+    Expired,
+    Interrupt,
+    NodeDemoted,
+    NodeRestored,
+    NodeRetired,
+    ProbeNode,
+    Route,
+    StartPlan,
+)
 from .demotion import Demotions, NodeDemotion
 from .errors import DuplicateSession, IllegalTransition, NoOtherNode
 from .events import (
@@ -66,6 +83,7 @@ from .events import (
     KvCacheEvent,
     LlmEnd,
     LlmFirstToken,
+    NodeDrain,
     NodeProbed,
     NodeRemoved,
     NodeUpdate,
@@ -75,6 +93,7 @@ from .events import (
     ToolStart,
 )
 from .forecast import AdaptiveHorizon, Forecaster, ReadinessRule, ToolHistory
+from .membership import Membership, MembershipState
 from .model import (
     AgentSession,
     CacheEvidence,
@@ -133,6 +152,7 @@ class Coordinator:
         self._half_lives = HalfLifeFit()
         self._rates = NodeRateFit()
         self._demotions = Demotions(self._settings)
+        self._membership = Membership()
         self._inline_planning = inline_planning
         self._nodes_changed = False
         self._plan_interval = policy.plan_interval_s
@@ -229,6 +249,10 @@ class Coordinator:
             demotions.restored_total[node_id],
         )
 
+    def membership(self, node_id: NodeId) -> MembershipState:
+        """`draining` for a node drained (`NodeDrain`, `core/membership.py`), else `active`."""
+        return self._membership.state(node_id)
+
     def half_life_fit(self, node_id: NodeId) -> float | None:
         """The credit half-life fitted from the node's observed retention, used or not; None before enough of it."""
         return self._half_lives.estimate(node_id)
@@ -268,6 +292,7 @@ class Coordinator:
         self._keep_periodic(now)
         actions += [ProbeNode(node) for node in self._demotions.due(now) if node in self._state.nodes]
         actions += self._maybe_plan(now)
+        actions += self._retire_drained(now)
         if self._adaptive_horizon:
             self._served(actions, now)
         self._observe_queue(event, actions, now)
@@ -323,11 +348,12 @@ class Coordinator:
                     return []
             case NodeRemoved():
                 self._state.node(event.node_id)
-                self._state.drop_node(event.node_id)
-                self._demotions.forget(event.node_id)
-                self._half_lives.forget(event.node_id)
-                self._rates.forget(event.node_id)
-                self._nodes_changed = True
+                self._remove_node(event.node_id, now)
+            case NodeDrain():
+                self._state.node(event.node_id)
+                self._membership.drain(event.node_id, event.remove)
+                self._set_health(event.node_id, healthy=False)
+                self._release_holders(event.node_id, now)
             case CacheResidency():
                 session = self._state.session(event.session_id)
                 evidence = CacheEvidence(event.node_id, event.tokens, now, EvidenceSource.KV_EVENTS, event.tier)
@@ -342,6 +368,30 @@ class Coordinator:
                 return self._tick(now)
         self._planner.mark_dirty()
         return []
+
+    def _remove_node(self, node_id: NodeId, now: float) -> None:
+        """Drop the node; the sessions holding a place there wait again (a call running there keeps it until its
+        `llm_end`, `_llm_end`)."""
+        self._state.drop_node(node_id)
+        self._demotions.forget(node_id)
+        self._half_lives.forget(node_id)
+        self._rates.forget(node_id)
+        self._membership.forget(node_id)
+        self._nodes_changed = True
+        self._release_holders(node_id, now)
+
+    def _release_holders(self, node_id: NodeId, now: float) -> None:
+        """Every session holding a place on the node outside a call waits again (the next plan places it)."""
+        for session in list(self._state.sessions.values()):
+            if session.node == node_id and session.phase is not Phase.IN_LLM:
+                self._state.put(state_machine.interrupt(session, now))
+
+    def _retire_drained(self, now: float) -> list[Action]:
+        """Remove each node drained with `remove` that no session holds a place on any more."""
+        retired = list(self._membership.retiring(self._state.holders))
+        for node_id in retired:
+            self._remove_node(node_id, now)  # it held no session and was unhealthy: no plan changes with it
+        return [NodeRetired(node_id) for node_id in retired]
 
     def _check_feed(self, event: KvCacheEvent | LlmFirstToken) -> None:
         """A router feed changes nothing here; it must still name a known node (and session)."""
@@ -454,16 +504,30 @@ class Coordinator:
                 output_tokens_total=session.output_tokens_total + completion,
                 evidence=with_evidence(session.evidence, evidence, self._settings),
             )
-        self._state.put(state_machine.llm_end(session, now, **changes))
+        self._state.put(self._off_removed(state_machine.llm_end(session, now, **changes), now))
         return []
+
+    def _off_removed(self, session: AgentSession, now: float) -> AgentSession:
+        """A session whose call ended on a node removed or drained meanwhile waits again, as the node's other
+        holders did."""
+        if session.node is not None and (
+            session.node not in self._state.nodes or self._membership.is_draining(session.node)
+        ):
+            return state_machine.interrupt(session, now)
+        return session
 
     def _refused(self, session: AgentSession, event: LlmEnd, now: float) -> list[Action]:
         if event.node_id != session.node:
             detail = f"the call runs on {session.node}, not on {event.node_id}, the node said to refuse it"
             raise IllegalTransition(session.id, session.phase.name, "llm_end", detail)
-        self._state.node(event.node_id)
         evidence = tuple(e for e in session.evidence if e.node != event.node_id)
-        self._state.put(state_machine.llm_end(session, now, evidence=evidence, lease_expires_at=self._lease(now)))
+        self._state.put(
+            self._off_removed(
+                state_machine.llm_end(session, now, evidence=evidence, lease_expires_at=self._lease(now)), now
+            )
+        )
+        if event.node_id not in self._state.nodes:
+            return []  # removed while the call ran: nothing left to demote
         reason = self._demotions.refused(event.node_id, event.error or "refused", now)
         if reason is None:
             return []
@@ -475,7 +539,10 @@ class Coordinator:
         demoted_s = self._demotions.probed(event.node_id, event.serves, now)
         if demoted_s is None:
             return []
-        self._set_health(event.node_id, healthy=self._demotions.healthy_after_restore(event.node_id))
+        healthy = self._demotions.healthy_after_restore(event.node_id) and not self._membership.is_draining(
+            event.node_id
+        )
+        self._set_health(event.node_id, healthy=healthy)
         self._planner.mark_dirty()
         return [NodeRestored(event.node_id, demoted_s)]
 
@@ -569,7 +636,7 @@ class Coordinator:
             event.node_id,
             event.capacity_tokens,
             event.block_size,
-            self._demotions.scraped(event.node_id, event.healthy),
+            self._demotions.scraped(event.node_id, event.healthy) and not self._membership.is_draining(event.node_id),
             event.prefix_hit_rate,
             version=0 if previous is None else previous.version + 1,
             load=event.load,

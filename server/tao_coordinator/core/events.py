@@ -242,7 +242,22 @@ class NodeUpdate:
 
 @dataclass(frozen=True, slots=True)
 class NodeRemoved:
+    """The node left the fleet: the sessions holding a place there wait again; a call running there ends as usual."""
+
     node_id: NodeId
+
+    def __post_init__(self) -> None:
+        _require_id("node_id", self.node_id)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDrain:
+    """Stop admitting on the node: nothing is placed or routed there any more, the sessions holding a place there
+    outside a call wait again (the plan the drain starts places them), and calls running there finish. With
+    `remove`, the core removes the node itself as soon as no session holds a place there (`NodeRetired`)."""
+
+    node_id: NodeId
+    remove: bool = False
 
     def __post_init__(self) -> None:
         _require_id("node_id", self.node_id)
@@ -329,6 +344,7 @@ Event = (
     | Close
     | NodeUpdate
     | NodeRemoved
+    | NodeDrain
     | CacheResidency
     | KvCacheEvent
     | LlmFirstToken

@@ -3,6 +3,9 @@
 registration — no other token, not even an API one, acts on it. With `insecure_no_auth` (allowed on loopback only)
 nothing is checked.
 
+Changing the fleet (`POST /v1/nodes`, `DELETE /v1/nodes/{name}`, `POST /v1/nodes/{name}/drain`) is the operator's:
+it needs `server.token` itself (`require_operator`); a token of `[[tokens]]` is refused with 403.
+
 Who registers is the API token's name (`require_api`): the caps of `caps.py` are counted per name. Without auth a
 caller is `anonymous` — all of them together, since on loopback every client has the same address — unless it
 sends a configured API token, which then counts as that token.
@@ -19,6 +22,7 @@ import hmac
 
 from aiohttp import hdrs, web
 
+from ..config import DEFAULT_TOKEN_NAME
 from .errors import RequestError
 from .keys import SERVICE
 
@@ -64,6 +68,16 @@ def require_api(request: web.Request) -> str:
     if matched == ANONYMOUS and not insecure:
         raise RequestError(401, "a valid API bearer token is required", "Authorization")
     return matched
+
+
+def require_operator(request: web.Request) -> None:
+    """401 without a valid API token, 403 with one that is not the operator's (`server.token`); without auth
+    nothing is checked."""
+    name = require_api(request)
+    if request.app[SERVICE].config.server.insecure_no_auth:
+        return
+    if name != DEFAULT_TOKEN_NAME:
+        raise RequestError(403, "changing the fleet needs the operator's token (server.token)", "Authorization")
 
 
 def require_session(request: web.Request, session_id: str, token: str | None = None) -> None:

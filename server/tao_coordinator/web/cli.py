@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as error:
         print(cannot_listen("tao coordinator", config.server.host, config.server.port, error), file=sys.stderr)
         return 1
-    app = create_app(config)
+    app = create_app(config, lambda: load_config(args.config, overrides, node_overrides(args.node)))
     app.on_startup.append(_freeze_start_up)
     serve(app, config.server, sock)
     return 0

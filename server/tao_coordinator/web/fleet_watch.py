@@ -8,6 +8,8 @@ Invariants:
 - each node's last scrape is kept: a core built anew (a replica's takeover, `replica.py`) is told the configured
   nodes and then every last scrape again (`replay`), never starts from nothing;
 - KV evidence is fed every `kv_flush_interval_s`, only for sessions the current core holds;
+- nodes come and go while it runs (`membership.py`): `watch` starts a node's poller and KV subscribers, `unwatch`
+  stops them and forgets its last scrape; a scrape of a node no longer in `nodes` is dropped, never fed;
 - every event goes through `feed`, the service's one way into the core (`service.py`).
 """
 
@@ -22,7 +24,7 @@ import zmq.asyncio
 from ..config import FleetConfig, NodeConfig
 from ..core.events import CacheResidency, NodeUpdate
 from ..fleet.kv_index import NodeKvIndex
-from ..fleet.kv_subscriber import KvEventSubscriber
+from ..fleet.kv_subscriber import KvEventSubscriber, rank_endpoint
 from ..fleet.poller import NodeObservation, NodePoller
 from .core_slot import CoreSlot
 
@@ -47,29 +49,58 @@ class FleetWatch:
         self._kv_indexes: dict[str, NodeKvIndex] = {}
         self._last: dict[str, NodeObservation] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._node_tasks: dict[str, list[asyncio.Task[None]]] = {}
+        self._flush: asyncio.Task[None] | None = None
+        self.joined: Callable[[str], object] | None = None
+        """Told the name of each node the core learns of from a scrape (`membership.py` drains it if it must)."""
         self._http: aiohttp.ClientSession | None = None
         self._zmq: zmq.asyncio.Context | None = None
 
     def start(self) -> None:
         self._http = aiohttp.ClientSession()
         for node in self.nodes.values():
-            poller = NodePoller(node, self.fleet, self._http, self.observe)
-            self._tasks.append(asyncio.create_task(poller.run(), name=f"poll {node.name}"))
-            if node.kv_events:
-                self._zmq = self._zmq or zmq.asyncio.Context()
-                index = self._kv_indexes.setdefault(node.name, NodeKvIndex())
+            self.watch(node)
+
+    def watch(self, node: NodeConfig) -> None:
+        """Start polling `node` and following its KV events (its scrapes are fed once it is in `nodes`); a
+        `ValueError` (a KV-event endpoint a rank cannot use) starts nothing."""
+        assert self._http is not None, "start() first"
+        poller = NodePoller(node, self.fleet, self._http, self.observe)
+        subscribers = []
+        for endpoint in (node.kv_events, node.kv_events_replay):
+            if endpoint is not None:
                 for rank in range(node.dp_size):
-                    subscriber = KvEventSubscriber(
-                        node.name, node.kv_events, node.kv_events_replay, index, self._zmq, rank
-                    )
-                    self._tasks.append(asyncio.create_task(subscriber.run(), name=f"kv {node.name} rank {rank}"))
-        if self._kv_indexes:
-            self._tasks.append(asyncio.create_task(self._flush_kv_evidence(), name="kv flush"))
+                    rank_endpoint(endpoint, rank)  # a ValueError before anything is built
+        if node.kv_events:
+            self._zmq = self._zmq or zmq.asyncio.Context()
+            index = self._kv_indexes.get(node.name) or NodeKvIndex()
+            subscribers = [  # all built before any runs: one that cannot be built leaves nothing running
+                KvEventSubscriber(node.name, node.kv_events, node.kv_events_replay, index, self._zmq, rank)
+                for rank in range(node.dp_size)
+            ]
+            self._kv_indexes[node.name] = index
+        tasks = [asyncio.create_task(poller.run(), name=f"poll {node.name}")]
+        for rank, subscriber in enumerate(subscribers):
+            tasks.append(asyncio.create_task(subscriber.run(), name=f"kv {node.name} rank {rank}"))
+        if subscribers and self._flush is None:
+            self._flush = asyncio.create_task(self._flush_kv_evidence(), name="kv flush")
+            self._tasks.append(self._flush)
+        self._node_tasks[node.name] = tasks
+
+    async def unwatch(self, name: str) -> None:
+        """Stop polling node `name` and following its KV events; forget its last scrape and KV index."""
+        tasks = self._node_tasks.pop(name, [])
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._last.pop(name, None)
+        self._kv_indexes.pop(name, None)
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        tasks = [*self._tasks, *(task for tasks in self._node_tasks.values() for task in tasks)]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         if self._http is not None:
             await self._http.close()
         if self._zmq is not None:
@@ -93,6 +124,8 @@ class FleetWatch:
 
     def observe(self, observation: NodeObservation) -> None:
         """One scrape of a node: kept, told to `observed`, and fed to the core when its capacity is known."""
+        if observation.name not in self.nodes:
+            return  # it left the fleet while the scrape was under way
         self.observed(observation)
         self._last[observation.name] = observation
         known = self.core.coordinator.nodes.get(observation.name)
@@ -101,6 +134,7 @@ class FleetWatch:
             capacity = 0  # down since start-up: known, so that a fleet with no healthy node is recognised as such
         if capacity is None:
             return
+        joins = known is None
         # the load figures feed load-aware policies (least-loaded, llm-d) and TAO's adaptive utilisation target; a
         # change in them alone starts no plan
         self.feed(
@@ -115,11 +149,13 @@ class FleetWatch:
                 counters=observation.counters,
             )
         )
+        if joins and self.joined is not None:
+            self.joined(observation.name)
 
     async def _flush_kv_evidence(self) -> None:
         while True:
             await asyncio.sleep(self.fleet.kv_flush_interval_s)
-            for node, index in self._kv_indexes.items():
+            for node, index in list(self._kv_indexes.items()):
                 for (session_id, tier), tokens in index.take_changed().items():
                     if session_id in self.core.coordinator.sessions:
                         self.feed(CacheResidency(node, session_id, tokens, tier))

@@ -14,16 +14,18 @@ from pydantic import BaseModel
 
 from tao_sdk import protocol
 
+from ..config import NodeConfig
 from ..core import model
 from ..core.errors import NoOtherNode
 from ..core.events import Register
-from .auth import require_api, require_session
+from .auth import require_api, require_operator, require_session
 from .body import read_body
 from .caps import CapReached
 from .errors import RequestError, json_error
 from .keys import SERVICE
 from .limits import check_acquire, check_context
 from .listing import page_ids, page_query
+from .membership import DrainRequest, MembershipError
 from .queue_answer import acquire_body
 from .service import CoordinatorService
 from .session_events import BODIES, SessionEventKind, apply
@@ -129,7 +131,11 @@ async def delete_session(request: web.Request) -> web.Response:
 
 async def get_nodes(request: web.Request) -> web.Response:
     require_api(request)
-    service = _service(request)
+    return web.json_response({"nodes": node_infos(_service(request))})
+
+
+def node_infos(service: CoordinatorService, names: list[str] | None = None) -> list[dict[str, object]]:
+    """What `GET /v1/nodes` tells of each node of the fleet (of `names` only, when given)."""
     core = service.coordinator
     used = core.used_tokens()
     holders: dict[str, int] = {}
@@ -138,6 +144,8 @@ async def get_nodes(request: web.Request) -> web.Response:
             holders[session.node] = holders.get(session.node, 0) + 1
     nodes = []
     for name, config in service.nodes.items():
+        if names is not None and name not in names:
+            continue
         node = core.nodes.get(name)
         demotion = core.demotion(name)
         scraped = service.fleet.last_observation(name)
@@ -155,9 +163,44 @@ async def get_nodes(request: web.Request) -> web.Response:
                 demoted_for_s=demoted_for_s(demotion.since, service.now()),
                 unhealthy_reason=scraped.reason if scraped else None,
                 quarantined=scraped.quarantined if scraped else False,
+                membership=core.membership(name),
             ).model_dump(mode="json")
         )
-    return web.json_response({"nodes": nodes})
+    return nodes
+
+
+async def post_node(request: web.Request) -> web.Response:
+    """Add a node (`membership.py`): its settings as a `[[nodes]]` entry of the configuration file."""
+    require_operator(request)
+    service = _service(request)
+    body = await read_body(request, NodeConfig)
+    try:
+        await service.membership.add(body)
+    except MembershipError as error:
+        raise RequestError(error.status, str(error), "name") from None
+    return web.json_response(node_infos(service, [body.name])[0], status=201)
+
+
+async def delete_node(request: web.Request) -> web.Response:
+    """Remove a node at once: its holders wait again, calls running there finish and are accepted."""
+    require_operator(request)
+    try:
+        await _service(request).membership.remove(request.match_info["name"])
+    except MembershipError as error:
+        raise RequestError(error.status, str(error), "name") from None
+    return web.Response(status=204)
+
+
+async def post_drain(request: web.Request) -> web.Response:
+    """Drain a node: nothing new is admitted there, its holders move at the next plan, running calls finish."""
+    require_operator(request)
+    service, name = _service(request), request.match_info["name"]
+    body = await read_body(request, DrainRequest, required=False)
+    try:
+        await service.membership.drain(name, body.remove)
+    except MembershipError as error:
+        raise RequestError(error.status, str(error), "name") from None
+    return web.json_response(node_infos(service, [name])[0] if name in service.nodes else {}, status=200)
 
 
 def demoted_for_s(since: float | None, now: float) -> float | None:

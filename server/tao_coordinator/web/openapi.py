@@ -10,7 +10,9 @@ from pydantic.json_schema import models_json_schema
 
 from tao_sdk import protocol
 
+from ..config import NodeConfig
 from .listing import DEFAULT_LIMIT, MAX_LIMIT
+from .membership import DrainRequest
 
 SESSION = {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}}
 PAGE = [
@@ -86,6 +88,17 @@ READS: list[tuple[str, str, bool, type[BaseModel] | None]] = [
     ("/metrics", "Prometheus metrics", False, None),
     ("/openapi.json", "This description", False, None),
 ]
+NODE = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+
+# (method, path, summary, request body, success status, response body): the operator's, with `server.token` only
+MEMBERSHIP: list[tuple[str, str, str, type[BaseModel] | None, int, type[BaseModel] | None]] = [
+    ("post", "/v1/nodes", "Add a node (operator)", NodeConfig, 201, protocol.NodeInfo),
+    ("delete", "/v1/nodes/{name}", "Remove a node at once (operator)", None, 204, None),
+    ("post", "/v1/nodes/{name}/drain", "Drain a node (operator)", DrainRequest, 200, protocol.NodeInfo),
+]
+"""Run-time membership (`membership.py`): 403 for an API token that is not the operator's, 404 for a node the
+fleet does not have, 409 for a name it has."""
+
 OPEN = {("post", "/v1/events")}
 """Operations that take no bearer token in the header: `/v1/events` carries one per event."""
 
@@ -94,6 +107,7 @@ def build_spec() -> dict[str, Any]:
     models: list[type[BaseModel]] = [
         *{m for _, _, _, request, _, response, _ in OPERATIONS for m in (request, response) if m is not None},
         *{response for *_, response in READS if response is not None},
+        *{m for _, _, _, request, _, response in MEMBERSHIP for m in (request, response) if m is not None},
         protocol.ErrorBody,
     ]
     _, schemas = models_json_schema(
@@ -120,6 +134,17 @@ def build_spec() -> dict[str, Any]:
         if (method, path) in OPEN:
             operation["security"] = []
         paths.setdefault(path, {})[method] = operation
+    for method, path, summary, request, status, response in MEMBERSHIP:
+        answers = _membership_responses(status, response)
+        change: dict[str, Any] = {"summary": summary, "responses": answers}
+        if "{name}" in path:
+            change["parameters"] = [NODE]
+        if request is not None:
+            change["requestBody"] = {
+                "required": request is NodeConfig,
+                "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{request.__name__}"}}},
+            }
+        paths.setdefault(path, {})[method] = change
     for path, summary, guarded, response in READS:
         ok: dict[str, Any] = {"description": "OK"}
         if response is not None:
@@ -145,6 +170,26 @@ def build_spec() -> dict[str, Any]:
         },
         "security": [{"bearer": []}],
     }
+
+
+def _membership_responses(status: int, response: type[BaseModel] | None) -> dict[str, Any]:
+    error = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
+    answers: dict[str, Any] = {
+        str(code): {"description": text, **error}
+        for code, text in (
+            (400, "bad JSON"),
+            (401, "no valid token"),
+            (403, "an API token that is not the operator's (server.token)"),
+            (404, "no such node"),
+            (409, "a node of that name is in the fleet"),
+            (422, "invalid field"),
+        )
+    }
+    ok: dict[str, Any] = {"description": "OK"}
+    if response is not None:
+        ok["content"] = {"application/json": {"schema": {"$ref": f"#/components/schemas/{response.__name__}"}}}
+    answers[str(status)] = ok
+    return answers
 
 
 def _responses(status: int, response: type[BaseModel] | None) -> dict[str, Any]:

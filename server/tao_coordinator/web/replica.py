@@ -29,7 +29,7 @@ import logging
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter
 from redis.asyncio import Redis
@@ -38,11 +38,12 @@ from ..config import ServerConfig
 from ..ha.client import close_redis, connect
 from ..ha.codec import SessionRecord
 from ..ha.lease import LOST, REDIS_ERRORS, LeaderElection
+from ..ha.membership import MembershipStore
 from ..ha.store import Fenced, RedisStateStore
 from ..store import ToolRow
 
-Restore = Callable[[Iterable[SessionRecord], Iterable[ToolRow]], None]
-"""Start serving from the stored sessions and tool ends."""
+Restore = Callable[[Iterable[SessionRecord], Iterable[ToolRow], Mapping[str, dict[str, object]]], None]
+"""Start serving from the stored sessions, tool ends and run-time membership (`ha/membership.py`)."""
 Changes = Callable[[], tuple[list[SessionRecord], list[str]]]
 """The sessions the core touched since the last call: their records as they are now, and the ids of those gone."""
 
@@ -84,6 +85,7 @@ class Replica:
             on_anomaly=self._anomaly,
         )
         self.store = RedisStateStore(self.redis, server.redis_prefix, self.election)
+        self.membership = MembershipStore(self.redis, server.redis_prefix, self.election)
         self.restored = False
         self._tools: list[ToolRow] = []
         self._term = 0
@@ -155,6 +157,7 @@ class Replica:
             if self._lost_keys:
                 await self.store.token_key(self._token_key)
             records, tools = await self.store.load()
+            nodes = await self.membership.load()
         except REDIS_ERRORS as error:
             self.election.step_down(f"could not read the stored state: {error!r}")
             return
@@ -166,7 +169,7 @@ class Replica:
             if lost and self.sessions_lost is not None:
                 self.sessions_lost.inc(lost)
                 log.error("replica %s: %d sessions it served were lost with Redis's keys", self.replica_id, lost)
-        self._restore(records.values(), tools)
+        self._restore(records.values(), tools, nodes)
         self._term += 1
         self._stored = self._fed
         self.restored = True
@@ -198,6 +201,16 @@ class Replica:
     def learned(self, row: ToolRow) -> None:
         if self.restored:
             self._tools.append(row)
+
+    async def store_node(self, name: str, entry: str) -> None:
+        """Store a run-time membership change of node `name` while leading (a standby stores nothing: the leader's
+        changes are what a takeover applies); `NotServing` when it cannot be stored."""
+        if not self.serving:
+            return
+        try:
+            await self.membership.write(name, entry)
+        except (Fenced, *REDIS_ERRORS) as error:
+            raise NotServing(f"could not store node {name}: {error!r}") from error
 
     async def durable(self) -> None:
         """Return once everything fed so far is in Redis; raise `NotServing` if it cannot be (this replica stopped

@@ -32,12 +32,12 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from tao_sdk import protocol
 
 from ..config import CoordinatorConfig, NodeConfig
-from ..core.actions import Action, Expired, NodeDemoted, NodeRestored, ProbeNode, Route, StartPlan
+from ..core.actions import Action, Expired, NodeDemoted, NodeRestored, NodeRetired, ProbeNode, Route, StartPlan
 from ..core.coordinator import Coordinator
 from ..core.decision import PlanDecision
 from ..core.events import Acquire, Event, LlmEnd, ToolEnd
@@ -54,7 +54,9 @@ from .decisions import DecisionLog
 from .demotions import DemotionDriver
 from .fleet_watch import FleetWatch
 from .grants import Grants
+from .membership import FleetMembership, StoredNode
 from .metrics import ServiceMetrics, StateCollector
+from .node_sources import NodeSources, Reload
 from .plan_runner import PlanRunner
 from .queue_answer import waiting_answer
 from .replica import Replica
@@ -71,7 +73,7 @@ class SessionGone(Exception):
 
 
 class CoordinatorService:
-    def __init__(self, config: CoordinatorConfig) -> None:
+    def __init__(self, config: CoordinatorConfig, reload: Reload | None = None) -> None:
         self.config = config
         self.nodes: dict[str, NodeConfig] = {node.name: node for node in config.nodes}
         history = ToolHistory.from_settings(config.core)
@@ -112,8 +114,13 @@ class CoordinatorService:
             if config.server.redis
             else None
         )
-        urls = {name: node.url for name, node in self.nodes.items()}
-        self.demotions = DemotionDriver(urls, self.feed, self.metrics.registry, self.core)
+        self.node_urls = {name: node.url for name, node in self.nodes.items()}
+        self.demotions = DemotionDriver(self.node_urls, self.feed, self.metrics.registry, self.core)
+        self.membership = FleetMembership(self.nodes, self.node_urls, self.fleet, self.core, lambda e: self.feed(e))
+        if self.replica is not None:
+            replica = self.replica
+            self.membership.persist = lambda name, entry: replica.store_node(name, entry.model_dump_json())
+        self.node_sources = NodeSources(self.membership, config.discovery, reload)
         self.caps = RegistrationCaps(
             config, lambda token, cap: self.metrics.registrations_refused.labels(token, cap).inc()
         )
@@ -159,11 +166,13 @@ class CoordinatorService:
         if self.replica is not None:
             self.tokens = SessionTokens(await self.replica.start())
         self.fleet.start()
+        self.node_sources.start()
         log.info("coordinator started: %d nodes, policy %s", len(self.nodes), self.config.policy.name)
 
     async def stop(self) -> None:
         if self.replica is not None:
             await self.replica.stop()
+        await self.node_sources.stop()
         await self.fleet.stop()
         self.wakeup.cancel()
         self.grants.cancel_waiting()
@@ -234,6 +243,8 @@ class CoordinatorService:
                 self.plans.start(action.job)
             case NodeDemoted() | ProbeNode() | NodeRestored():
                 self.demotions.carry_out(action)
+            case NodeRetired():
+                self.membership.retired(action.node)
             case Expired():
                 log.info("session %s expired: no event within its lease", action.session_id)
                 self.forget(action.session_id)
@@ -305,13 +316,25 @@ class CoordinatorService:
         touched, live = core.take_touched(), core.sessions
         return [self.record_of(live[i]) for i in touched if i in live], [i for i in touched if i not in live]
 
-    def restore(self, records: Iterable[SessionRecord], tools: Iterable[ToolRow]) -> None:
-        """Start leading from the stored state: a core built anew with the learned history and every stored
-        session, beside the nodes as last scraped."""
+    def restore(
+        self,
+        records: Iterable[SessionRecord],
+        tools: Iterable[ToolRow],
+        nodes: Mapping[str, dict[str, object]] | None = None,
+    ) -> None:
+        """Start leading from the stored state: a core built anew with the learned history, the nodes as last
+        scraped with the membership changes the leaders stored (`membership.py`), and every stored session."""
         history = ToolHistory.from_settings(self.config.core)
         for tool, program, duration, _ in tools:
             history.add(ToolKey.of(tool, program), duration)
         self.forget_everything(SessionGone("the coordinator's leader changed"), history)
+        stored = {}
+        for name, entry in (nodes or {}).items():
+            try:
+                stored[name] = StoredNode.model_validate(entry)
+            except ValueError as error:
+                log.warning("stored membership of node %s left out: %s", name, error)
+        self.membership.apply_stored(stored)
         sessions = []
         for record in records:
             sessions.append(record.session)
@@ -330,6 +353,7 @@ class CoordinatorService:
         self.caps.clear()
         self.core.install(history or ToolHistory.from_settings(self.config.core))
         self.fleet.replay()
+        self.membership.replay()
 
 
 def acquire_event(session_id: str, request: protocol.AcquireRequest) -> Acquire:
