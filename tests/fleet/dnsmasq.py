@@ -94,10 +94,18 @@ class LocalDnsmasq:
             self.port = free_udp_and_tcp_port()
         raise RuntimeError(f"dnsmasq did not start; its log:\n{self.log()}")
 
-    def reload(self) -> None:
-        """SIGHUP: dnsmasq re-reads its hosts file."""
+    def reload(self, timeout_s: float = 10.0) -> None:
+        """SIGHUP: dnsmasq re-reads its hosts file; returns once its log says it has (the signal is handled
+        asynchronously, and a lookup sent before that would still see the old records)."""
         assert self.process is not None
+        done = f"read {self.hosts}"
+        before = self.log().count(done)
         self.process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + timeout_s
+        while self.log().count(done) <= before:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"dnsmasq did not re-read {self.hosts}; its log:\n{self.log()}")
+            time.sleep(0.01)
 
     def stop(self) -> None:
         if self.process is not None:
