@@ -40,7 +40,7 @@ from ..config import CoordinatorConfig, NodeConfig
 from ..core.actions import Action, Expired, NodeDemoted, NodeRestored, NodeRetired, ProbeNode, Route, StartPlan
 from ..core.coordinator import Coordinator
 from ..core.decision import PlanDecision
-from ..core.events import Acquire, Event, LlmEnd, ToolEnd
+from ..core.events import Acquire, Event, Heartbeat, LlmEnd, ToolEnd
 from ..core.forecast import ToolHistory, ToolKey
 from ..core.model import AgentSession, Phase, RunningTool
 from ..core.plan import PlanFinished
@@ -274,6 +274,8 @@ class CoordinatorService:
             session = self.coordinator.session(session_id)
             if request.avoid_nodes or not (session.phase is Phase.WAITING and session.acquire_pending):
                 self.feed(acquire_event(session_id, request))
+            else:  # the same call asking again: a sign of life, or a client that only polls would expire waiting
+                self.feed(Heartbeat(session_id))
             grant = self.grants.claim(session_id)
         if grant is None:
             grant = await self.grants.wait(session_id, min(request.wait_s, self.config.server.acquire_wait_s))
