@@ -29,6 +29,12 @@ with `Acquire.avoid_nodes`: the session's place there moves with the call, which
 node — the policy's choice, else the one with the most room, over its capacity if need be (the session was admitted
 already; the next plan settles its place) — and never waits for a plan.
 
+Eligibility (`core/eligibility.py`): a node serves the models it lists (`Node.models`; None, not known, serves
+every model). A call is routed, admitted or planned only onto nodes serving its session's main model: the policy's
+`route` and `admit` see only those, the plan's problem excludes the others. An acquire naming another model is a
+side call, routed at once to a node serving that model beside the session's calls, its place untouched; its
+`LlmEnd` (by its node) only closes it. A model no healthy node serves is refused (`ModelNotServed`).
+
 Baseline policies may ask for more (see `policies/base.py`): per-session wake-up times of their own (Continuum's pin
 expiry), and a periodic plan even when nobody waits (ThunderAgent's scheduler tick, which pauses holders). Neither
 applies to TAO. Events that only feed routers (`KvCacheEvent`, `LlmFirstToken`, and a `NodeUpdate` that changes
@@ -55,7 +61,8 @@ from typing import Any
 from . import state_machine
 from .actions import Action, Expired, NodeDemoted, NodeRestored, ProbeNode, Route, StartPlan
 from .demotion import Demotions, NodeDemotion
-from .errors import DuplicateSession, IllegalTransition, NoOtherNode
+from .eligibility import eligible, is_side_call, main_model, side_node
+from .errors import DuplicateSession, IllegalTransition, ModelNotServed, NoOtherNode
 from .events import (
     Acquire,
     CacheResidency,
@@ -136,6 +143,8 @@ class Coordinator:
         self._plan_interval = policy.plan_interval_s
         self._next_periodic: float | None = None
         self._periodic_due = False
+        self._side_calls: dict[SessionId, list[NodeId]] = {}
+        """The nodes of each session's side calls in flight (`eligibility.py`), one entry per call."""
 
     # -- the read API: what drivers and observers may know of the core (tests/core/test_read_api.py pins it) -----
 
@@ -361,6 +370,15 @@ class Coordinator:
         healthy = {
             node_id: node for node_id, node in self._state.nodes.items() if node.healthy and node_id not in avoid
         }
+        if is_side_call(asked, event.model):
+            return self._side_call(asked, event, healthy, now)
+        if event.model and not main_model(asked):  # the first call that names a model names the main one
+            asked = replace(asked, context=replace(asked.context, model=event.model))
+        model = main_model(asked)
+        serving = eligible(healthy, model)
+        if healthy and not serving and asked.phase not in (Phase.IN_LLM, Phase.IN_TOOL):
+            raise ModelNotServed(asked.id, model)
+        healthy = serving
         # the router decides on the call being asked for, not on the previous one
         expected = asked.expected_input_tokens if event.expected_input_tokens is None else event.expected_input_tokens
         session = replace(
@@ -395,6 +413,34 @@ class Coordinator:
             self._planner.mark_dirty()
         return []
 
+    def _side_call(
+        self, session: AgentSession, event: Acquire, healthy: dict[NodeId, Node], now: float
+    ) -> list[Action]:
+        """A call for another model than the session's main one: routed at once to a node serving it, beside the
+        session's own calls; the session keeps its phase and place (`eligibility.py`)."""
+        assert event.model is not None
+        node = side_node(session, eligible(healthy, event.model), self._room(healthy))
+        if node is None:
+            if avoid := sorted(event.avoid_nodes):
+                raise NoOtherNode(session.id, session.phase.name, "acquire", f"no usable node other than {avoid}")
+            raise ModelNotServed(session.id, event.model)
+        self._side_calls.setdefault(session.id, []).append(node)
+        self._state.put(replace(session, lease_expires_at=max(session.lease_expires_at, self._lease(now))))
+        return [Route(session.id, node, side=True)]
+
+    def _side_call_end(self, session: AgentSession, event: LlmEnd) -> bool:
+        """Whether `event` ends a side call of `session` (then nothing else changes): one runs on its node, and the
+        session's own call does not."""
+        nodes = self._side_calls.get(session.id)
+        if not nodes or event.node_id not in nodes:
+            return False
+        if session.phase is Phase.IN_LLM and session.node == event.node_id:
+            return False
+        nodes.remove(event.node_id)
+        if not nodes:
+            del self._side_calls[session.id]
+        return True
+
     def cannot_avoid(self, session: AgentSession, avoid: set[NodeId]) -> str | None:
         """Why a call of `session` cannot be placed at once away from `avoid` (None: it can). Names of nodes the
         fleet no longer has are avoided by construction."""
@@ -414,6 +460,9 @@ class Coordinator:
         refuses calls is no place to count on a cache; its place there moves with the retry, `_acquire`), and the
         refusal counts towards the node's demotion."""
         session = self._state.session(event.session_id)
+        if self._side_call_end(session, event):
+            self._state.put(replace(session, lease_expires_at=max(session.lease_expires_at, self._lease(now))))
+            return []
         if session.phase is not Phase.IN_LLM:
             raise IllegalTransition(session.id, session.phase.name, "llm_end", "no call is running")
         if event.refused:
@@ -556,12 +605,22 @@ class Coordinator:
             event.prefix_hit_rate,
             version=0 if previous is None else previous.version + 1,
             load=event.load,
+            models=event.models if event.models is not None or previous is None else previous.models,
         )
         node = self._with_rates(node, event, previous, now)
         target = self._policy.node_target(previous, node, self._settings, now, self._pool_tokens())
         node = replace(node, utilization_target=target, credit_half_life_s=self._fitted_half_life(node.id))
-        capacity = (node.capacity_tokens, node.healthy, node.utilization_target)
-        if previous is None or (previous.capacity_tokens, previous.healthy, previous.utilization_target) != capacity:
+        capacity = (node.capacity_tokens, node.healthy, node.utilization_target, node.models)
+        if (
+            previous is None
+            or (
+                previous.capacity_tokens,
+                previous.healthy,
+                previous.utilization_target,
+                previous.models,
+            )
+            != capacity
+        ):
             self._nodes_changed = True
         self._state.put_node(node)
         return previous is None or _without_load(previous) != _without_load(node)
@@ -606,6 +665,7 @@ class Coordinator:
 
     def _forget(self, session_id: SessionId) -> None:
         self._history.forget_session(session_id)
+        self._side_calls.pop(session_id, None)
         self._pooled_at.pop(session_id, None)
 
     def _due(self, tool: RunningTool, now: float) -> bool:

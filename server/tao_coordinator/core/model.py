@@ -282,3 +282,6 @@ class Node:
     None: no tier, or its turnover is not measured yet."""
     decode_step_s: float = 0.0
     """The node's inter-token latency in steps of 2^(1/8) (`signals/token_time.py`); 0: not measured yet."""
+    models: frozenset[str] | None = None
+    """The model names a call may use here (base model names and LoRA adapters); None: not known, and then the node
+    is eligible for every model (`eligibility.py`)."""

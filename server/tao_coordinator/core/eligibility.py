@@ -1,0 +1,48 @@
+"""Which nodes may serve which calls: a node serves the models it lists, a session's place is on a node serving its
+main model, and a call for another model (a harness's side call) goes elsewhere without moving that place.
+
+A node's `models` is None while unknown (never learned, or a fleet that does not say): such a node is eligible for
+every model, so a one-model fleet and the simulator decide exactly as before eligibility existed. A session's main
+model is its registration's `AgentProfile.model`, else the model of its first call that names one; an empty model
+is served everywhere.
+
+Side calls (`side_node`): a call naming a model other than its session's main model (Claude Code's small fast
+model) is an overlapping call of the session on a node serving that model — never the session's own node when
+another one serves it, so the call's end is told apart from the session's own call by its node — chosen as the
+eligible healthy node with the most plannable room left, ties by name. It holds no place and moves none; its end
+changes nothing but the count of side calls in flight (`core/coordinator.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .model import AgentSession, Node, NodeId
+
+
+def serves(node: Node, model: str) -> bool:
+    """Whether `node` may take a call for `model` (an unknown list or an unnamed model: yes)."""
+    return not model or node.models is None or model in node.models
+
+
+def eligible(nodes: Mapping[NodeId, Node], model: str) -> dict[NodeId, Node]:
+    """The nodes of `nodes` serving `model`, in their order."""
+    return {node_id: node for node_id, node in nodes.items() if serves(node, model)}
+
+
+def main_model(session: AgentSession) -> str:
+    return session.context.model
+
+
+def is_side_call(session: AgentSession, model: str | None) -> bool:
+    """A call for a model other than the session's main one (a session with no main model yet has no side calls)."""
+    main = main_model(session)
+    return bool(model) and bool(main) and model != main
+
+
+def side_node(session: AgentSession, nodes: Mapping[NodeId, Node], room: Mapping[NodeId, int]) -> NodeId | None:
+    """Where a side call of `session` goes among `nodes` (healthy, serving its model): the one with the most room
+    that is not the session's own node, else the session's node; None when `nodes` is empty."""
+    others = [node_id for node_id in nodes if node_id != session.node]
+    candidates = others or list(nodes)
+    return min(candidates, key=lambda node_id: (-room.get(node_id, 0), node_id), default=None)
