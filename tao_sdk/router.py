@@ -138,13 +138,13 @@ class SyncRouter(RouterCore):
             self._retry = threading.Thread(target=self.register, name=f"tao-retry-{self.state.session_id}", daemon=True)
             self._retry.start()
 
-    def acquire(self, expected_tokens: int | None, agent_step: Step | None = None) -> Grant:
+    def acquire(self, expected_tokens: int | None, agent_step: Step | None = None, model: str | None = None) -> Grant:
         """As `RouterCore.acquire_plan`."""
-        return self._run(self.acquire_plan(expected_tokens, agent_step))
+        return self._run(self.acquire_plan(expected_tokens, agent_step, model))
 
-    def reroute(self, refused: Grant, how: str, expected_tokens: int | None) -> Grant | None:
+    def reroute(self, refused: Grant, how: str, expected_tokens: int | None, model: str | None = None) -> Grant | None:
         """As `RouterCore.reroute_plan`."""
-        return self._run(self.reroute_plan(refused, how, expected_tokens))
+        return self._run(self.reroute_plan(refused, how, expected_tokens, model))
 
     def llm_end(self, grant: Grant, usage: Any, duration_s: float) -> None:
         self._report(self.llm_end_report(grant, usage, duration_s))
@@ -233,11 +233,15 @@ class AsyncRouter(RouterCore):
         if not running and self.retry_due(now):
             self._retry = asyncio.get_running_loop().create_task(self.register())
 
-    async def acquire(self, expected_tokens: int | None, agent_step: Step | None = None) -> Grant:
-        return await self._run(self.acquire_plan(expected_tokens, agent_step))
+    async def acquire(
+        self, expected_tokens: int | None, agent_step: Step | None = None, model: str | None = None
+    ) -> Grant:
+        return await self._run(self.acquire_plan(expected_tokens, agent_step, model))
 
-    async def reroute(self, refused: Grant, how: str, expected_tokens: int | None) -> Grant | None:
-        return await self._run(self.reroute_plan(refused, how, expected_tokens))
+    async def reroute(
+        self, refused: Grant, how: str, expected_tokens: int | None, model: str | None = None
+    ) -> Grant | None:
+        return await self._run(self.reroute_plan(refused, how, expected_tokens, model))
 
     async def llm_end(self, grant: Grant, usage: Any, duration_s: float) -> None:
         self._report(self.llm_end_report(grant, usage, duration_s))
