@@ -8,14 +8,14 @@ attributed to a session by the headers harnesses send (`X-Claude-Code-Session-Id
 `x-agent-expected-next-tools` (comma-separated), `x-agent-parent-session-id`, `x-agent-client-session-id`,
 `x-agent-label-<name>`) on the session's first request; the agent's step from `x-agent-step-id` and
 `x-agent-expected-tools` (comma-separated) on every model call, sent with that call's acquire and never forwarded to
-the node (the other `x-agent-*` headers pass through as they always did). The proxy registers the session,
-acquires a node for the model the request body names (`call_model.py`), forwards the request (streaming passed through chunk by chunk), reads usage as it passes and
-reports `llm_end`: the same `AsyncRouter` as the SDK, so it fails open the same way, retries a call a node refused
-once on another node the same way (`refusals.py`), and follows the leader of several coordinator replicas the same
-way (`--coordinator` takes their URLs, comma-separated). Without `--nodes`, the
-proxy learns the fleet's node URLs from the coordinator (`GET /v1/nodes`, which every replica answers: the first
-that does, at start and every `NODE_REFRESH_S`) and keeps the last list it got, so it fails open to them when the
-coordinator goes away. With the coordinator unreachable and no node known, a model call is answered 503.
+the node (the other `x-agent-*` headers pass through as they always did). The proxy registers the session, acquires a
+node for the model the request body names (`call_model.py`), forwards the request (streaming passed through chunk by
+chunk), reads usage as it passes and reports `llm_end`: the same `AsyncRouter` as the SDK, so it fails open the same
+way, retries a call a node refused once on another node the same way (`refusals.py`), and follows the leader of several
+coordinator replicas the same way (`--coordinator` takes their URLs, comma-separated). Without `--nodes`, the proxy
+learns the fleet's node URLs from the coordinator (`GET /v1/nodes`, which every replica answers: the first that does, at
+start and every `NODE_REFRESH_S`) and keeps the last list it got, so it fails open to them when the coordinator goes
+away. With the coordinator unreachable and no node known, a model call is answered 503.
 
 It also relays tool events from hook processes on `POST /tao/v1/events` (loopback only): the proxy owns each
 session's coordinator token, so hooks need none. Where no hook reports a session's tools, the proxy infers them from

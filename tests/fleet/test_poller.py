@@ -11,6 +11,7 @@ from aiohttp import web
 from tao_coordinator.config import CoordinatorConfig, FleetConfig, NodeConfig
 from tao_coordinator.core.events import NodeUpdate
 from tao_coordinator.fakevllm import FakeFleet, FakeNodeConfig
+from tao_coordinator.fakevllm.model_cards import LoraModule
 from tao_coordinator.fleet.poller import NodeObservation, NodePoller
 from tao_coordinator.sim.node import NodeProfile, StepCoefficients
 from tao_coordinator.web.service import CoordinatorService
@@ -84,3 +85,45 @@ async def test_a_cpu_tier_nodes_counters_reach_the_coordinator_as_a_node_update(
         kv_fetch_waiting=0,
     )
     assert service.coordinator.nodes["n"].cpu_capacity_tokens == 640
+
+
+async def test_a_nodes_models_are_learned_at_its_first_scrape_and_kept_when_a_later_read_fails():
+    """A real fake node serving two names and an adapter; then the same metrics from a node whose /v1/models fails:
+    the last list stays. Configured models replace what the node says."""
+    config = FakeNodeConfig(
+        time_scale=50,
+        served_model_name="org/large",
+        served_model_aliases=("large",),
+        lora_modules=(LoraModule(name="team-sql", path="/adapters/sql"),),
+    )
+    served = frozenset({"org/large", "large", "team-sql"})
+    seen: list[NodeObservation] = []
+    async with FakeFleet([config], kv_events=False) as fleet, aiohttp.ClientSession() as http:
+        poller = NodePoller(
+            NodeConfig(name="n", url=fleet.urls[0]), FleetConfig(models_every_scrapes=2), http, seen.append
+        )
+        await poller.scrape_once()
+        assert seen[-1].models == served
+        fenced: list[NodeObservation] = []
+        node = NodeConfig(name="n", url=fleet.urls[0], models=["org/large"])
+        await NodePoller(node, FleetConfig(), http, fenced.append).scrape_once()
+        assert fenced[-1].models == frozenset({"org/large"})
+        async with http.get(fleet.urls[0] + "/metrics") as reply:
+            text = await reply.text()
+
+    async def health(request: web.Request) -> web.Response:
+        return web.Response(text="")
+
+    async def metrics(request: web.Request) -> web.Response:
+        return web.Response(text=text)
+
+    async def models(request: web.Request) -> web.Response:
+        return web.Response(status=500)
+
+    routes = {"/health": health, "/metrics": metrics, "/v1/models": models}
+    async with scripted_node(routes) as url, aiohttp.ClientSession() as http:
+        poller.http, poller.node = http, NodeConfig(name="n", url=url)
+        for _ in range(3):
+            await poller.scrape_once()
+    assert len(seen) == 4 and all(o.healthy and o.models == served for o in seen), "a failed read keeps the list"
+    assert poller.models_failure_counts["http"] >= 1
