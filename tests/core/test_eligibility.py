@@ -113,17 +113,22 @@ def test_a_side_call_goes_to_a_node_serving_its_model_and_leaves_the_sessions_pl
     assert after.phase is Phase.IN_TOOL and after.node == home and after.context.model == LARGE
 
 
-def test_side_calls_spread_to_the_serving_node_with_the_most_room():
+def test_side_calls_go_to_the_least_busy_serving_node_counting_those_in_flight_then_the_most_room():
     coordinator = fleet("tao")
-    for i in range(2):
-        register(coordinator, f"s{i}", SMALL)
-        coordinator.on_event(Acquire(f"s{i}", 20_000), 0.1)
+    register(coordinator, "s0", SMALL)
+    [held] = coordinator.on_event(Acquire("s0", 20_000), 0.1)  # a session of the small model holds room on one
     register(coordinator, "main")
     coordinator.on_event(Acquire("main", 20_000), 0.2)
-    used = coordinator.used_cells()
-    [side] = coordinator.on_event(Acquire("main", 500, model=SMALL), 0.3)
-    emptiest = min((n for n in FLEET if FLEET[n] == SMALL), key=lambda n: (used.get(n, 0), n))
-    assert side.node == emptiest
+    other = next(n for n in FLEET if FLEET[n] == SMALL and n != held.node)
+    [first] = coordinator.on_event(Acquire("main", 500, model=SMALL), 0.3)
+    assert first.node == other  # equal load: the most room
+    [second] = coordinator.on_event(Acquire("main", 500, model=SMALL), 0.4)
+    assert second.node == held.node  # the first is still in flight there
+    coordinator.on_event(NodeUpdate(held.node, 800_000, load=NodeLoad(running=5), models=frozenset({SMALL})), 0.5)
+    coordinator.on_event(LlmEnd("main", first.node, 500, 0, 2), 0.6)
+    coordinator.on_event(LlmEnd("main", second.node, 500, 0, 2), 0.7)
+    [third] = coordinator.on_event(Acquire("main", 500, model=SMALL), 0.8)
+    assert third.node == other  # the other one is busy now
 
 
 def test_a_model_no_healthy_node_serves_is_refused_and_nothing_changes():

@@ -32,7 +32,7 @@ already; the next plan settles its place) — and never waits for a plan.
 Eligibility (`core/eligibility.py`): a node serves the models it lists (`Node.models`; None, not known, serves
 every model). A call is routed, admitted or planned only onto nodes serving its session's main model: the policy's
 `route` and `admit` see only those, the plan's problem excludes the others. An acquire naming another model is a
-side call, routed at once to a node serving that model beside the session's calls, its place untouched; its
+side call, routed at once to the least busy node serving that model beside the session's calls, its place untouched; its
 `LlmEnd` (by its node) only closes it. A model no healthy node serves is refused (`ModelNotServed`).
 
 Baseline policies may ask for more (see `policies/base.py`): per-session wake-up times of their own (Continuum's pin
@@ -419,7 +419,11 @@ class Coordinator:
         """A call for another model than the session's main one: routed at once to a node serving it, beside the
         session's own calls; the session keeps its phase and place (`eligibility.py`)."""
         assert event.model is not None
-        node = side_node(session, eligible(healthy, event.model), self._room(healthy))
+        in_flight: dict[NodeId, int] = {}
+        for nodes in self._side_calls.values():
+            for node_id in nodes:
+                in_flight[node_id] = in_flight.get(node_id, 0) + 1
+        node = side_node(session, eligible(healthy, event.model), self._room(healthy), in_flight)
         if node is None:
             if avoid := sorted(event.avoid_nodes):
                 raise NoOtherNode(session.id, session.phase.name, "acquire", f"no usable node other than {avoid}")

@@ -40,9 +40,15 @@ def is_side_call(session: AgentSession, model: str | None) -> bool:
     return bool(model) and bool(main) and model != main
 
 
-def side_node(session: AgentSession, nodes: Mapping[NodeId, Node], room: Mapping[NodeId, int]) -> NodeId | None:
-    """Where a side call of `session` goes among `nodes` (healthy, serving its model): the one with the most room
-    that is not the session's own node, else the session's node; None when `nodes` is empty."""
+def side_node(
+    session: AgentSession, nodes: Mapping[NodeId, Node], room: Mapping[NodeId, int], in_flight: Mapping[NodeId, int]
+) -> NodeId | None:
+    """Where a side call of `session` goes among `nodes` (healthy, serving its model; module docstring): not the
+    session's own node unless it is the only one; None when `nodes` is empty. `in_flight`: side calls per node."""
     others = [node_id for node_id in nodes if node_id != session.node]
-    candidates = others or list(nodes)
-    return min(candidates, key=lambda node_id: (-room.get(node_id, 0), node_id), default=None)
+
+    def busy(node_id: NodeId) -> tuple[int, int, NodeId]:
+        load = nodes[node_id].load
+        return (load.running + load.waiting + in_flight.get(node_id, 0), -room.get(node_id, 0), node_id)
+
+    return min(others or list(nodes), key=busy, default=None)
