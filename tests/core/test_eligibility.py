@@ -87,7 +87,7 @@ def test_the_first_call_that_names_a_model_gives_an_unregistered_model_session_i
     coordinator.on_event(Acquire("s", model=SMALL), 0.1)
     coordinator.on_event(Tick(), 0.2)
     session = coordinator.session("s")
-    assert session.context.model == SMALL
+    assert session.model == SMALL
     assert session.node is not None and FLEET[session.node] == SMALL
 
 
@@ -133,10 +133,10 @@ def test_side_calls_go_to_the_least_busy_serving_node_counting_those_in_flight_t
 
 def test_a_model_no_healthy_node_serves_is_refused_and_nothing_changes():
     coordinator = fleet("tao")
-    register(coordinator, "s", "org/unknown")
+    register(coordinator, "s")
     before = coordinator.session("s")
     with pytest.raises(ModelNotServed, match="org/unknown"):
-        coordinator.on_event(Acquire("s", 1_000), 0.1)
+        coordinator.on_event(Acquire("s", 1_000, model="org/unknown"), 0.1)
     assert coordinator.session("s") is before
     register(coordinator, "t")
     coordinator.on_event(Acquire("t", 1_000), 0.1)
@@ -173,3 +173,27 @@ def test_a_holder_whose_node_stops_serving_its_model_is_moved_by_the_next_plan()
     assert coordinator.session("s").node == route.node
     coordinator.on_event(NodeUpdate(route.node, 400_000, load=NodeLoad(running=3), models=frozenset({SMALL})), 0.4)
     assert coordinator.session("s").node in (None, *(n for n in ("large-0", "large-1") if n != route.node))
+
+
+def test_a_registration_label_no_node_serves_constrains_nothing_and_the_first_named_model_becomes_the_main_one():
+    coordinator = fleet("tao")
+    register(coordinator, "s", "claude-sonnet")  # the harness's own name for its model
+    [route] = coordinator.on_event(Acquire("s", 20_000), 0.1)  # names no model: any node
+    coordinator.on_event(LlmEnd("s", route.node, 20_000, 0, 200), 0.2)
+    [route] = coordinator.on_event(Acquire("s", 20_000, model=LARGE), 0.3)
+    assert FLEET[route.node] == LARGE and not route.side
+    assert coordinator.session("s").model == LARGE
+    coordinator.on_event(LlmEnd("s", route.node, 20_000, 0, 200), 0.4)
+    [side] = coordinator.on_event(Acquire("s", 500, model=SMALL), 0.5)
+    assert side.side and FLEET[side.node] == SMALL
+
+
+def test_a_holder_on_a_node_that_does_not_serve_the_model_its_call_names_is_moved_with_the_call():
+    coordinator = fleet("tao")
+    register(coordinator, "s", "")
+    coordinator.on_event(NodeUpdate("small-0", 10_000_000, models=frozenset({SMALL})), 0.0)  # by far the emptiest
+    [route] = coordinator.on_event(Acquire("s", 20_000), 0.1)
+    coordinator.on_event(LlmEnd("s", route.node, 20_000, 0, 200), 0.2)
+    [route] = coordinator.on_event(Acquire("s", 20_000, model=LARGE), 0.3)
+    assert FLEET[route.node] == LARGE
+    assert coordinator.session("s").node == route.node

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..core.eligibility import eligible, main_model
+from ..core.eligibility import eligible, session_model
 from ..core.events import Acquire, Close, Event, ToolStart
 from ..core.model import AgentSession, Node, NodeId, Phase, SessionId
 from ..core.plan import Placement, Plan
@@ -136,7 +136,9 @@ class ContinuumPolicy(PlanningPolicy):
         for session in sorted(waiting, key=lambda s: (s.registered_at, s.id)):
             if not open_nodes:
                 break
-            serving = eligible(open_nodes, main_model(session))  # only engines serving its model queue it
+            serving = eligible(
+                open_nodes, session_model(session, snapshot.nodes)
+            )  # only engines serving its model queue it
             if not serving:
                 continue
             target = self._fit(session, serving, free)

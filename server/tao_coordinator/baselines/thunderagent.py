@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..core.eligibility import main_model, serves
+from ..core.eligibility import serves, session_model
 from ..core.model import AgentSession, Node, NodeId, Phase, SessionId
 from ..core.plan import Placement, Plan
 from ..core.policies.base import PlanningPolicy
@@ -58,13 +58,16 @@ class _Round:
     pool: list[AgentSession]
     out: list[Placement] = field(default_factory=list)
     nodes: dict[NodeId, Node] = field(default_factory=dict)
+    """The healthy nodes, by id."""
+    fleet: tuple[Node, ...] = ()
+    """Every known node (`core/eligibility.py` reads a registration's model against them)."""
 
     def placed(self) -> set[SessionId]:
         return {p.session_id for p in self.out if p.node is not None}
 
     def serving(self, session: AgentSession, node_ids: Iterable[NodeId]) -> list[NodeId]:
         """The nodes of `node_ids` that serve the session's main model (`core/eligibility.py`), in their order."""
-        model = main_model(session)
+        model = session_model(session, self.fleet)
         return [b for b in node_ids if serves(self.nodes[b], model)]
 
 
@@ -111,7 +114,7 @@ class ThunderAgentPolicy(PlanningPolicy):
         self.queued &= live.keys()
         self._seen &= live.keys()
         pool = [s for s in live.values() if s.node is None and s.is_candidate]
-        round_ = _Round(now, backends, pool, nodes={node.id: node for node in nodes})
+        round_ = _Round(now, backends, pool, nodes={node.id: node for node in nodes}, fleet=snapshot.nodes)
         self._arrivals(round_)
         if self._next_tick is None or now >= self._next_tick:
             self._next_tick = now + self.plan_interval_s

@@ -61,7 +61,7 @@ from typing import Any
 from . import state_machine
 from .actions import Action, Expired, NodeDemoted, NodeRestored, ProbeNode, Route, StartPlan
 from .demotion import Demotions, NodeDemotion
-from .eligibility import eligible, is_side_call, main_model, side_node
+from .eligibility import eligible, is_side_call, serves, session_model, side_node
 from .errors import DuplicateSession, IllegalTransition, ModelNotServed, NoOtherNode
 from .events import (
     Acquire,
@@ -370,15 +370,16 @@ class Coordinator:
         healthy = {
             node_id: node for node_id, node in self._state.nodes.items() if node.healthy and node_id not in avoid
         }
-        if is_side_call(asked, event.model):
+        fleet = self._state.nodes.values()
+        usable = [node for node in fleet if node.healthy]
+        if event.model and usable and not any(serves(node, event.model) for node in usable):
+            raise ModelNotServed(asked.id, event.model)
+        if is_side_call(asked, event.model, fleet):
             return self._side_call(asked, event, healthy, now)
-        if event.model and not main_model(asked):  # the first call that names a model names the main one
-            asked = replace(asked, context=replace(asked.context, model=event.model))
-        model = main_model(asked)
-        serving = eligible(healthy, model)
-        if healthy and not serving and asked.phase not in (Phase.IN_LLM, Phase.IN_TOOL):
-            raise ModelNotServed(asked.id, model)
-        healthy = serving
+        if event.model and asked.model != event.model:  # the first call that names its model names the main one
+            asked = replace(asked, model=event.model)
+        model = session_model(asked, fleet)
+        healthy = eligible(healthy, model)
         # the router decides on the call being asked for, not on the previous one
         expected = asked.expected_input_tokens if event.expected_input_tokens is None else event.expected_input_tokens
         session = replace(
@@ -389,12 +390,16 @@ class Coordinator:
         )
         if avoid and (why := self.cannot_avoid(session, avoid)) is not None:
             raise NoOtherNode(session.id, session.phase.name, "acquire", why)
+        if avoid and not healthy and session.phase is not Phase.IN_LLM:
+            why = f"no usable node other than {', '.join(sorted(avoid))} serves {model}"
+            raise NoOtherNode(session.id, session.phase.name, "acquire", why)
         if session.phase is Phase.IN_LLM:
             route_to = session.node
         elif session.phase in (Phase.IN_TOOL, Phase.CLOSED):
             route_to = None
         else:
-            if session.node in avoid:
+            held = self._state.nodes.get(session.node) if session.node is not None else None
+            if session.node in avoid or (held is not None and not serves(held, model)):
                 session = state_machine.interrupt(session, now)  # its place moves with the call
             route_to = self._policy.route(session, healthy, now)
             if route_to is None:
@@ -424,10 +429,9 @@ class Coordinator:
             for node_id in nodes:
                 in_flight[node_id] = in_flight.get(node_id, 0) + 1
         node = side_node(session, eligible(healthy, event.model), self._room(healthy), in_flight)
-        if node is None:
-            if avoid := sorted(event.avoid_nodes):
-                raise NoOtherNode(session.id, session.phase.name, "acquire", f"no usable node other than {avoid}")
-            raise ModelNotServed(session.id, event.model)
+        if node is None:  # every healthy node serving it is to be avoided (`_acquire` refused the others)
+            why = f"no usable node other than {', '.join(sorted(event.avoid_nodes))} serves {event.model}"
+            raise NoOtherNode(session.id, session.phase.name, "acquire", why)
         self._side_calls.setdefault(session.id, []).append(node)
         self._state.put(replace(session, lease_expires_at=max(session.lease_expires_at, self._lease(now))))
         return [Route(session.id, node, side=True)]

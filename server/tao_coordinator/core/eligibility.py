@@ -3,8 +3,11 @@ main model, and a call for another model (a harness's side call) goes elsewhere 
 
 A node's `models` is None while unknown (never learned, or a fleet that does not say): such a node is eligible for
 every model, so a one-model fleet and the simulator decide exactly as before eligibility existed. A session's main
-model is its registration's `AgentProfile.model`, else the model of its first call that names one; an empty model
-is served everywhere.
+model (`session_model`) is the first model its calls named (`AgentSession.model`), else its registration's
+`AgentProfile.model` when a node of the fleet serves it, else none. A registration may name its model by a label no
+node lists (a harness's own name for it): that label constrains nothing, and the first call that names a served
+model sets the main one. An empty model is served everywhere. Only a model a call itself names can be refused
+(`ModelNotServed`, when no healthy node serves it): that is the name the node will be asked for.
 
 Side calls (`side_node`): a call naming a model other than its session's main model (Claude Code's small fast
 model) is an overlapping call of the session on a node serving that model — never the session's own node when
@@ -15,7 +18,7 @@ changes nothing but the count of side calls in flight (`core/coordinator.py`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from .model import AgentSession, Node, NodeId
 
@@ -30,14 +33,20 @@ def eligible(nodes: Mapping[NodeId, Node], model: str) -> dict[NodeId, Node]:
     return {node_id: node for node_id, node in nodes.items() if serves(node, model)}
 
 
-def main_model(session: AgentSession) -> str:
-    return session.context.model
+def session_model(session: AgentSession, fleet: Iterable[Node]) -> str:
+    """The model the session's place must serve (module docstring); `fleet`: every known node, of any health."""
+    if session.model:
+        return session.model
+    label = session.context.model
+    return label if label and any(serves(node, label) for node in fleet) else ""
 
 
-def is_side_call(session: AgentSession, model: str | None) -> bool:
+def is_side_call(session: AgentSession, model: str | None, fleet: Iterable[Node]) -> bool:
     """A call for a model other than the session's main one (a session with no main model yet has no side calls)."""
-    main = main_model(session)
-    return bool(model) and bool(main) and model != main
+    if not model:
+        return False
+    main = session_model(session, fleet)
+    return bool(main) and model != main
 
 
 def side_node(

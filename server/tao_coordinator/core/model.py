@@ -196,6 +196,9 @@ class AgentSession:
     """KV block identities of the prompt of the latest acquire (empty when the client did not send them)."""
     step_id: str = ""
     """The agent's step of the latest acquire that named one (empty until then). Stored, read by no decision yet."""
+    model: str = ""
+    """The session's main model as its calls name it: the first model an acquire named that was not a side call
+    (`eligibility.py`); empty until then."""
 
     @property
     def holds_place(self) -> bool:

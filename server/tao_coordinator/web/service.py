@@ -269,7 +269,8 @@ class CoordinatorService:
         return protocol.AcquireResponse(status="admitted", node=node, node_url=url, base_url=f"{url}/v1")
 
     async def acquire(self, session_id: str, request: protocol.AcquireRequest) -> protocol.AcquireResponse:
-        if is_side_call(self.coordinator.session(session_id), request.model):
+        core = self.coordinator
+        if is_side_call(core.session(session_id), request.model, core.nodes.values()):
             return self._side_call(session_id, request)
         started = self.now()
         grant = self.grants.claim(session_id)

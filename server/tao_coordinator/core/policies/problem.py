@@ -22,9 +22,10 @@ value it ranked each change by (`Plan.values`), so the decision record (`core/de
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..eligibility import main_model, serves
+from ..eligibility import serves, session_model
 from ..model import AgentSession, Node, NodeId, Phase, SessionId
 from ..plan import Placement, Plan
 from ..settings import CoreSettings
@@ -112,7 +113,7 @@ def build_problem(
         if entry is None or entry.session is not session or not entry.since <= now < entry.value.until:
             value, footprint = values.evaluate(session, ctx), footprint_tokens(session, settings)
             tokens = min(footprint, largest)
-            item = _item(value, tokens, index, settings, _excluded(session, healthy))
+            item = _item(value, tokens, index, settings, _excluded(session, healthy, snapshot.nodes))
             entry = _Kept(session, now, value, footprint, item, tokens)
             evaluated += 1
         else:
@@ -139,9 +140,9 @@ def _item(
     return Item(token_cells(tokens, settings), value.base, on_nodes, excluded)
 
 
-def _excluded(session: AgentSession, healthy: list[Node]) -> frozenset[int]:
+def _excluded(session: AgentSession, healthy: list[Node], fleet: Iterable[Node]) -> frozenset[int]:
     """The knapsacks (indices into `healthy`) that do not serve the session's main model."""
-    model = main_model(session)
+    model = session_model(session, fleet)
     if not model:
         return frozenset()
     return frozenset(k for k, node in enumerate(healthy) if not serves(node, model))
