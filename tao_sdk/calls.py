@@ -35,6 +35,7 @@ from .convergence import Ledger, session_view
 from .errors import AuthenticationFailed, NoNodeAvailable
 from .protocol import (
     ERROR_MAX_CHARS,
+    MODEL_NOT_SERVED,
     NO_HEALTHY_NODE,
     NO_OTHER_NODE,
     AcquireResponse,
@@ -335,6 +336,8 @@ class Calls:
             status,
             body,
         )
+        if isinstance(body, dict) and body.get("code") == MODEL_NOT_SERVED and isinstance(body.get("error"), str):
+            return self.fallback(body["error"])  # names the model no node serves
         return self.fallback(f"the coordinator refused the call ({status})")
 
     def no_healthy_node(self) -> Grant:

@@ -135,3 +135,10 @@ def test_claude_code_through_the_proxy_sends_its_small_fast_model_calls_to_small
     assert sum(done[:2]) == sum(done[2:]) == 3, done
     assert all(route.node in (SMALL_NODES if acquire.model == SMALL else LARGE_NODES) for acquire, route in answered)
     assert sum(1 for acquire, _ in answered if acquire.model == SMALL) == 3
+
+
+def test_without_a_node_to_fall_back_to_a_model_no_node_serves_is_an_error_naming_it(coordinator):
+    with tao_sdk.session(coordinator.url, coordinator.token, tao_sdk.AgentContext(model=LARGE)) as s:
+        client = s.openai(max_retries=0)
+        with pytest.raises(tao_sdk.NoNodeAvailable, match="no healthy node serves the model 'org/nobody'"):
+            client.chat.completions.create(model="org/nobody", messages=[{"role": "user", "content": "x"}])
