@@ -32,8 +32,9 @@ already; the next plan settles its place) — and never waits for a plan.
 Eligibility (`core/eligibility.py`): a node serves the models it lists (`Node.models`; None, not known, serves
 every model). A call is routed, admitted or planned only onto nodes serving its session's main model: the policy's
 `route` and `admit` see only those, the plan's problem excludes the others. An acquire naming another model is a
-side call, routed at once to the least busy node serving that model beside the session's calls, its place untouched; its
-`LlmEnd` (by its node) only closes it. A model no healthy node serves is refused (`ModelNotServed`).
+side call, routed at once to the least busy node serving that model beside the session's calls, its place
+untouched; its `LlmEnd` (by its node) only closes it. A model an acquire names that no healthy node serves is
+refused (`ModelNotServed`).
 
 Baseline policies may ask for more (see `policies/base.py`): per-session wake-up times of their own (Continuum's pin
 expiry), and a periodic plan even when nobody waits (ThunderAgent's scheduler tick, which pauses holders). Neither
@@ -379,7 +380,8 @@ class Coordinator:
         if event.model and asked.model != event.model:  # the first call that names its model names the main one
             asked = replace(asked, model=event.model)
         model = session_model(asked, fleet)
-        healthy = eligible(healthy, model)
+        if model:
+            healthy = eligible(healthy, model)
         # the router decides on the call being asked for, not on the previous one
         expected = asked.expected_input_tokens if event.expected_input_tokens is None else event.expected_input_tokens
         session = replace(
@@ -618,17 +620,7 @@ class Coordinator:
         node = self._with_rates(node, event, previous, now)
         target = self._policy.node_target(previous, node, self._settings, now, self._pool_tokens())
         node = replace(node, utilization_target=target, credit_half_life_s=self._fitted_half_life(node.id))
-        capacity = (node.capacity_tokens, node.healthy, node.utilization_target, node.models)
-        if (
-            previous is None
-            or (
-                previous.capacity_tokens,
-                previous.healthy,
-                previous.utilization_target,
-                previous.models,
-            )
-            != capacity
-        ):
+        if previous is None or _placement_inputs(previous) != _placement_inputs(node):
             self._nodes_changed = True
         self._state.put_node(node)
         return previous is None or _without_load(previous) != _without_load(node)
@@ -748,6 +740,11 @@ class Coordinator:
         have passed (the driver then ticks at once)."""
         wakes = [self._state.next_wakeup(), self._next_periodic, self._demotions.next_probe()]
         return min((wake for wake in wakes if wake is not None), default=None)
+
+
+def _placement_inputs(node: Node) -> tuple[object, ...]:
+    """What of a node decides where sessions may go: a change of it is worth a plan."""
+    return (node.capacity_tokens, node.healthy, node.utilization_target, node.models)
 
 
 def _without_load(node: Node) -> Node:
