@@ -35,6 +35,7 @@ from .convergence import Ledger, session_view
 from .errors import AuthenticationFailed, NoNodeAvailable
 from .protocol import (
     ERROR_MAX_CHARS,
+    MODEL_NOT_SERVED,
     NO_HEALTHY_NODE,
     NO_OTHER_NODE,
     AcquireResponse,
@@ -264,11 +265,17 @@ class Calls:
         return Grant(url, url, None, detached=True)
 
     def acquire_body(
-        self, expected_tokens: int | None, attempt: Attempt, step: Step | None = None, avoid: str | None = None
+        self,
+        expected_tokens: int | None,
+        attempt: Attempt,
+        step: Step | None = None,
+        avoid: str | None = None,
+        model: str | None = None,
     ) -> dict[str, Any] | None:
         """The next poll of an acquire, or None once `max_wait_s` is spent. Each poll is answered within half the
         request timeout, so a coordinator that stalls is noticed within one request timeout. `step` (else the
-        session's) goes with it; `avoid`, for the retry of a refused call, names the node that refused it."""
+        session's) goes with it; `avoid`, for the retry of a refused call, names the node that refused it; `model`,
+        the model the call names."""
         left = self.config.max_wait_s - (time.monotonic() - attempt.started)
         if left <= 0:
             return None
@@ -283,6 +290,8 @@ class Calls:
             body["expected_next_tools"] = list(step.expected_next_tools)
         if avoid is not None:
             body["avoid_nodes"] = [avoid]
+        if model is not None:
+            body["model"] = model
         return body
 
     def answered(self, status: int, answer: Any, attempt: Attempt) -> Grant | str:
@@ -339,6 +348,8 @@ class Calls:
             status,
             body,
         )
+        if isinstance(body, dict) and body.get("code") == MODEL_NOT_SERVED and isinstance(body.get("error"), str):
+            return self.fallback(body["error"])  # names the model no node serves
         return self.fallback(f"the coordinator refused the call ({status})")
 
     def no_healthy_node(self) -> Grant:
@@ -355,7 +366,8 @@ class Calls:
         if answer.status != "admitted" or answer.node is None or answer.node_url is None:
             raise MalformedAnswer("malformed acquire answer: 200 without admitting the call")
         grant = Grant(answer.node, answer.node_url, answer.lease_id)
-        self.state.last = grant
+        if answer.lease_id is not None:  # a side call (another model, no lease) is not where the session's calls go
+            self.state.last = grant
         self.state.ledger.llm_granted()
         if self.state.fleet_down:
             self.state.fleet_down = False

@@ -25,6 +25,7 @@ LabelValue = Annotated[str, StringConstraints(max_length=LABEL_VALUE_MAX)]
 ToolName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 StepId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 NodeName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+ModelName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 ERROR_MAX_CHARS = 2_000
 """The longest error text a call's report carries; a client cuts a longer one."""
 
@@ -94,6 +95,16 @@ class AcquireRequest(_Body):
     refused call once, elsewhere). With any, the call is placed at once on another usable node, over its capacity
     if need be, and the session's place moves there; when there is none, or another call of the session runs on
     one of them, the answer is 503 with code `no_other_node`. Names the fleet no longer has are ignored."""
+    model: ModelName | None = None
+    """The model the call names (its request body's `model`), 1–200 characters; omitted: the session's main model.
+    The call goes only to a node serving it. A model other than the session's main one (`AgentContext.model`, else
+    its first call's) is a side call: placed at once on a node serving it, beside the session's place, which it
+    neither takes nor moves, and answered without a lease. A model no healthy node serves is answered 409 with code
+    `model_not_served` (the SDK then routes the call on its own)."""
+
+
+MODEL_NOT_SERVED = "model_not_served"
+"""`ErrorBody.code` of a 409 for an acquire whose model no healthy node serves."""
 
 
 class AcquireResponse(_Answer):

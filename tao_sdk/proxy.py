@@ -8,14 +8,14 @@ attributed to a session by the headers harnesses send (`X-Claude-Code-Session-Id
 `x-agent-expected-next-tools` (comma-separated), `x-agent-parent-session-id`, `x-agent-client-session-id`,
 `x-agent-label-<name>`) on the session's first request; the agent's step from `x-agent-step-id` and
 `x-agent-expected-tools` (comma-separated) on every model call, sent with that call's acquire and never forwarded to
-the node (the other `x-agent-*` headers pass through as they always did). The proxy registers the session,
-acquires a node, forwards the request (streaming passed through chunk by chunk), reads usage as it passes and
-reports `llm_end`: the same `AsyncRouter` as the SDK, so it fails open the same way, retries a call a node refused
-once on another node the same way (`refusals.py`), and follows the leader of several coordinator replicas the same
-way (`--coordinator` takes their URLs, comma-separated). Without `--nodes`, the
-proxy learns the fleet's node URLs from the coordinator (`GET /v1/nodes`, which every replica answers: the first
-that does, at start and every `NODE_REFRESH_S`) and keeps the last list it got, so it fails open to them when the
-coordinator goes away. With the coordinator unreachable and no node known, a model call is answered 503.
+the node (the other `x-agent-*` headers pass through as they always did). The proxy registers the session, acquires a
+node for the model the request body names (`call_model.py`), forwards the request (streaming passed through chunk by
+chunk), reads usage as it passes and reports `llm_end`: the same `AsyncRouter` as the SDK, so it fails open the same
+way, retries a call a node refused once on another node the same way (`refusals.py`), and follows the leader of several
+coordinator replicas the same way (`--coordinator` takes their URLs, comma-separated). Without `--nodes`, the proxy
+learns the fleet's node URLs from the coordinator (`GET /v1/nodes`, which every replica answers: the first that does, at
+start and every `NODE_REFRESH_S`) and keeps the last list it got, so it fails open to them when the coordinator goes
+away. With the coordinator unreachable and no node known, a model call is answered 503.
 
 It also relays tool events from hook processes on `POST /tao/v1/events` (loopback only): the proxy owns each
 session's coordinator token, so hooks need none. Where no hook reports a session's tools, the proxy infers them from
@@ -46,6 +46,7 @@ import aiohttp
 from aiohttp import web
 
 from . import protocol
+from .call_model import call_model, model_named
 from .calls import describe
 from .errors import AuthenticationFailed, NoNodeAvailable
 from .inferred_tools import InferredTools, start_of
@@ -191,8 +192,9 @@ class RoutingProxy:
         for end in self.inferred.ended(session_id, tool_results(payload), arrived):
             await router.tool_end(end.call_id, end.duration_s, end.status)
         tokens = len(raw) // 4
+        model = model_named(payload) if payload is not None else call_model(raw)  # a body too large to infer from
         try:
-            grant = await router.acquire(tokens, step_from(request.headers), self.give_up)
+            grant = await router.acquire(tokens, step_from(request.headers), model, self.give_up)
         except NoNodeAvailable as error:
             return no_node(error)
         except LongQueue as long:
@@ -208,13 +210,13 @@ class RoutingProxy:
                 how = aiohttp_refusal(error)
                 usage = Usage(error=describe(error), refused=how is not None)
                 await router.llm_end(grant, usage, time.monotonic() - started)
-                if how is None or not retry or (other := await router.reroute(grant, how, tokens)) is None:
+                if how is None or not retry or (other := await router.reroute(grant, how, tokens, model)) is None:
                     return unreachable(grant, error)
                 grant, retry = other, False
                 continue
             if retry and (how := refused_status(upstream.status)) is not None:
                 await router.llm_end(grant, Usage(error=how, refused=True), time.monotonic() - started)
-                if (other := await router.reroute(grant, how, tokens)) is None:
+                if (other := await router.reroute(grant, how, tokens, model)) is None:
                     return await self._relay(request, upstream, None)  # reported: nothing to observe
                 upstream.release()
                 grant, retry = other, False

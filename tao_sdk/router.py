@@ -140,14 +140,18 @@ class SyncRouter(RouterCore):
             self._retry.start()
 
     def acquire(
-        self, expected_tokens: int | None, agent_step: Step | None = None, give_up: GiveUp | None = None
+        self,
+        expected_tokens: int | None,
+        agent_step: Step | None = None,
+        model: str | None = None,
+        give_up: GiveUp | None = None,
     ) -> Grant:
         """As `RouterCore.acquire_plan`."""
-        return self._run(self.acquire_plan(expected_tokens, agent_step, give_up))
+        return self._run(self.acquire_plan(expected_tokens, agent_step, model, give_up))
 
-    def reroute(self, refused: Grant, how: str, expected_tokens: int | None) -> Grant | None:
+    def reroute(self, refused: Grant, how: str, expected_tokens: int | None, model: str | None = None) -> Grant | None:
         """As `RouterCore.reroute_plan`."""
-        return self._run(self.reroute_plan(refused, how, expected_tokens))
+        return self._run(self.reroute_plan(refused, how, expected_tokens, model))
 
     def llm_end(self, grant: Grant, usage: Any, duration_s: float) -> None:
         self._report(self.llm_end_report(grant, usage, duration_s))
@@ -237,12 +241,18 @@ class AsyncRouter(RouterCore):
             self._retry = asyncio.get_running_loop().create_task(self.register())
 
     async def acquire(
-        self, expected_tokens: int | None, agent_step: Step | None = None, give_up: GiveUp | None = None
+        self,
+        expected_tokens: int | None,
+        agent_step: Step | None = None,
+        model: str | None = None,
+        give_up: GiveUp | None = None,
     ) -> Grant:
-        return await self._run(self.acquire_plan(expected_tokens, agent_step, give_up))
+        return await self._run(self.acquire_plan(expected_tokens, agent_step, model, give_up))
 
-    async def reroute(self, refused: Grant, how: str, expected_tokens: int | None) -> Grant | None:
-        return await self._run(self.reroute_plan(refused, how, expected_tokens))
+    async def reroute(
+        self, refused: Grant, how: str, expected_tokens: int | None, model: str | None = None
+    ) -> Grant | None:
+        return await self._run(self.reroute_plan(refused, how, expected_tokens, model))
 
     async def llm_end(self, grant: Grant, usage: Any, duration_s: float) -> None:
         self._report(self.llm_end_report(grant, usage, duration_s))

@@ -79,11 +79,15 @@ class RouterCore(Calls, ABC):
             self.detach(error, time.monotonic())
 
     def acquire_plan(
-        self, expected_tokens: int | None, agent_step: Step | None = None, give_up: GiveUp | None = None
+        self,
+        expected_tokens: int | None,
+        agent_step: Step | None = None,
+        model: str | None = None,
+        give_up: GiveUp | None = None,
     ) -> Plan[Grant]:
-        """A node for the next model call; `agent_step` (else the session's, `SessionState.step`) goes with it.
-        `give_up`, asked after each waiting answer, stops the wait with `LongQueue` when it says so (the coordinator
-        keeps the session's place in its queue)."""
+        """A node for the next model call; `agent_step` (else the session's, `SessionState.step`) and the `model` it
+        names go with it. `give_up`, asked after each waiting answer, stops the wait with `LongQueue` when it says so
+        (the coordinator keeps the session's place in its queue)."""
         yield FLUSH
         attempt = Attempt(time.monotonic())
         if not self.has_coordinator or self.state.detached_at is not None:
@@ -91,7 +95,7 @@ class RouterCore(Calls, ABC):
             return self.fallback()
         try:
             yield from self._ensure_registered()
-            while (body := self.acquire_body(expected_tokens, attempt, agent_step)) is not None:
+            while (body := self.acquire_body(expected_tokens, attempt, agent_step, model=model)) is not None:
                 step = self.answered(*(yield from self._post(self.session_path("acquire"), body)), attempt)
                 if isinstance(step, Grant):
                     return step
@@ -109,7 +113,9 @@ class RouterCore(Calls, ABC):
             self.state.queue = None
         return self.fallback("no place was free within max_wait_s")
 
-    def reroute_plan(self, refused: Grant, how: str, expected_tokens: int | None) -> Plan[Grant | None]:
+    def reroute_plan(
+        self, refused: Grant, how: str, expected_tokens: int | None, model: str | None = None
+    ) -> Plan[Grant | None]:
         """Where a call `refused`'s node refused goes instead (None: nowhere, the caller gets the refusal)."""
         self.refusal_noted(refused, how)
         if refused.detached or not self.has_coordinator or self.state.detached_at is not None:
@@ -117,7 +123,7 @@ class RouterCore(Calls, ABC):
         yield FLUSH  # the refusal's report goes first: the refused call ends before its retry is placed
         try:
             yield from self._ensure_registered()
-            body = self.acquire_body(expected_tokens, Attempt(time.monotonic()), avoid=refused.node)
+            body = self.acquire_body(expected_tokens, Attempt(time.monotonic()), avoid=refused.node, model=model)
             return self.rerouted(*(yield from self._post(self.session_path("acquire"), body)), refused)
         except REPORT_ERRORS as error:
             self.detach(error, time.monotonic())

@@ -5,7 +5,8 @@ node, rewrites the request's scheme, host and port to that node's (keeping the p
 needs the right path: `http://tao/v1` for OpenAI, `http://tao` for Anthropic), adds `X-Session-ID` (vLLM ≥ 0.30
 copies it into its KV events), asks OpenAI streams for their usage chunk, and wraps the response stream so that
 usage and time to first token are read as the bytes pass — nothing is buffered for the caller — and `llm_end` is
-reported when the stream closes. Other requests (`GET /v1/models`, `count_tokens`) go to the last node used,
+reported when the stream closes. The acquire names the model of the request body (`call_model.py`), so the call
+goes to a node serving it. Other requests (`GET /v1/models`, `count_tokens`) go to the last node used,
 without acquiring.
 
 A call the node refused before answering any of it (connection refused or reset, 503, 429: `refusals.py`) is
@@ -24,6 +25,7 @@ from typing import Any
 
 import httpx2
 
+from .call_model import call_model
 from .calls import describe
 from .refusals import httpx_refusal, refused_status
 from .router import AsyncRouter, Grant, SyncRouter
@@ -118,8 +120,8 @@ class TaoTransport(httpx2.BaseTransport):
             grant = self.router.state.last or self.router.fallback()
             prepare(request, grant, self.router.state.session_id)
             return self.inner.handle_request(request)
-        router, tokens = self.router, expected_tokens(request)
-        grant, retry = router.acquire(tokens), True
+        router, tokens, model = self.router, expected_tokens(request), call_model(request.content)
+        grant, retry = router.acquire(tokens, model=model), True
         while True:
             streaming, _ = prepare(request, grant, router.state.session_id)
             started = time.monotonic()
@@ -128,13 +130,13 @@ class TaoTransport(httpx2.BaseTransport):
             except Exception as error:
                 router.llm_end(grant, failed(error), time.monotonic() - started)
                 how = httpx_refusal(error)
-                if how is None or not retry or (other := router.reroute(grant, how, tokens)) is None:
+                if how is None or not retry or (other := router.reroute(grant, how, tokens, model)) is None:
                     raise
                 grant, retry = other, False
                 continue
             if retry and (how := refused_status(response.status_code)) is not None:
                 router.llm_end(grant, answered(Usage(), response.status_code), time.monotonic() - started)
-                if (other := router.reroute(grant, how, tokens)) is None:
+                if (other := router.reroute(grant, how, tokens, model)) is None:
                     return response  # reported: nothing to observe
                 response.close()
                 grant, retry = other, False
@@ -165,8 +167,8 @@ class AsyncTaoTransport(httpx2.AsyncBaseTransport):
             grant = self.router.state.last or self.router.fallback()
             prepare(request, grant, self.router.state.session_id)
             return await self.inner.handle_async_request(request)
-        router, tokens = self.router, expected_tokens(request)
-        grant, retry = await router.acquire(tokens), True
+        router, tokens, model = self.router, expected_tokens(request), call_model(request.content)
+        grant, retry = await router.acquire(tokens, model=model), True
         while True:
             streaming, _ = prepare(request, grant, router.state.session_id)
             started = time.monotonic()
@@ -175,13 +177,13 @@ class AsyncTaoTransport(httpx2.AsyncBaseTransport):
             except Exception as error:
                 await router.llm_end(grant, failed(error), time.monotonic() - started)
                 how = httpx_refusal(error)
-                if how is None or not retry or (other := await router.reroute(grant, how, tokens)) is None:
+                if how is None or not retry or (other := await router.reroute(grant, how, tokens, model)) is None:
                     raise
                 grant, retry = other, False
                 continue
             if retry and (how := refused_status(response.status_code)) is not None:
                 await router.llm_end(grant, answered(Usage(), response.status_code), time.monotonic() - started)
-                if (other := await router.reroute(grant, how, tokens)) is None:
+                if (other := await router.reroute(grant, how, tokens, model)) is None:
                     return response
                 await response.aclose()
                 grant, retry = other, False

@@ -119,6 +119,9 @@ class FleetConfig(_Section):
     max_capacity_tokens: int = Field(default=1_000_000_000, ge=1)
     """A node reporting more KV tokens than this (in HBM or in its CPU tier) is quarantined, not believed: no node
     holds 10^9 tokens (16 TB of KV at 16 KiB a token), so a figure past it is a broken exporter's."""
+    models_every_scrapes: int = Field(default=30, ge=1)
+    """A node's served models (`GET /v1/models`) are asked for at its first good scrape, after it restarts, and
+    again every this many good scrapes: LoRA adapters are loaded and unloaded while it runs."""
 
 
 class NodeConfig(_Section):
@@ -133,6 +136,11 @@ class NodeConfig(_Section):
     tensor_parallel_size: int = Field(default=1, ge=1, le=1024)
     """vLLM `--tensor-parallel-size` of the node: its `kv_offload_load_time` sums the TP workers' parallel copies,
     so the coordinator divides it by this to get the link time of a CPU→GPU load."""
+    models: list[str] | None = Field(default=None, min_length=1, max_length=1000)
+    """The model names calls may use on this node (base model names and LoRA adapters, 1–200 characters each). Given,
+    they are the node's list whatever its `/v1/models` says (a node that answers 401 without the API key, or one
+    that should take fewer of what it serves), and `/v1/models` is not asked; omitted, the list is learned from
+    `/v1/models` (until it is, the node takes calls for any model)."""
 
     @model_validator(mode="after")
     def _ranks_need_ports(self) -> NodeConfig:
@@ -146,6 +154,13 @@ class NodeConfig(_Section):
     @classmethod
     def _strip_slash(cls, url: str) -> str:
         return url.rstrip("/")
+
+    @field_validator("models")
+    @classmethod
+    def _model_names(cls, models: list[str] | None) -> list[str] | None:
+        if models is not None and not all(0 < len(name) <= 200 for name in models):
+            raise ValueError("every model name is 1-200 characters")
+        return models
 
 
 class DiscoveryConfig(_Section):

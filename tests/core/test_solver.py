@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tao_coordinator.core.solver import Item, Problem, solve
+from tao_coordinator.core.solver import Item, Problem, solve, solve_greedy
 from tao_coordinator.core.solver.all_fit import solve_all_fit
 from tao_coordinator.core.solver.branch_bound import solve_branch_and_bound
 from tao_coordinator.core.solver.greedy import best_fit_decreasing, home_first
@@ -16,7 +16,7 @@ from tao_coordinator.core.value import total
 
 
 @st.composite
-def problems(draw, max_nodes=4, max_items=8, max_capacity=12):
+def problems(draw, max_nodes=4, max_items=8, max_capacity=12, eligibility=False):
     node_count = draw(st.integers(1, max_nodes))
     if draw(st.booleans()):
         # many interchangeable nodes: exercises the search's node symmetry
@@ -31,7 +31,9 @@ def problems(draw, max_nodes=4, max_items=8, max_capacity=12):
         for b in range(node_count):
             if draw(st.integers(0, 3)) == 0:
                 on_nodes[b] = (draw(st.integers(0, 5)), base[1], base[2], draw(st.integers(0, 1)))
-        items.append(Item(weight, base, on_nodes))
+        # nodes that do not serve the item's model; values there stay drawn (credit on a node that stopped serving it)
+        excluded = frozenset(b for b in range(node_count) if eligibility and draw(st.integers(0, 2)) == 0)
+        items.append(Item(weight, base, on_nodes, excluded))
     problem = Problem(tuple(items), capacities)
     problem.validate()
     return problem
@@ -62,6 +64,30 @@ def test_pipeline_is_exact_and_a_cut_search_keeps_a_true_bound(problem):
     assert cut.bound is not None and exact.objective <= cut.bound
     if not cut.certified:
         assert cut.method == "bounded"
+
+
+@settings(max_examples=300, deadline=None)
+@given(problems(eligibility=True))
+def test_with_eligibility_every_solver_keeps_to_eligible_nodes_and_the_exact_ones_reach_the_milp_optimum(problem):
+    exact = solve_milp(problem)
+    assert exact is not None and problem.is_feasible(exact.assignment)
+    searched = solve_branch_and_bound(problem, (None,) * len(problem.items), node_limit=10**6)
+    within = solve(problem, node_limit=10**6)
+    for found in (searched, within):
+        assert problem.is_feasible(found.assignment), "a placement on an excluded node"
+        assert found.certified and found.objective == exact.objective == problem.objective(found.assignment)
+    cut = solve(problem, node_limit=1)
+    assert problem.is_feasible(cut.assignment) and cut.objective <= exact.objective
+    assert cut.bound is not None and exact.objective <= cut.bound
+    greedy = solve_greedy(problem)
+    assert problem.is_feasible(greedy.assignment) and greedy.objective == problem.objective(greedy.assignment)
+
+
+def test_an_item_no_eligible_node_serves_is_left_out_though_its_value_there_is_highest():
+    problem = Problem((Item(1, (0, 1), {0: (5, 1)}, frozenset({0})), Item(1, (0, 1))), (1, 1))
+    found = solve(problem, node_limit=10**6)
+    assert found.assignment[0] in (1, None) and problem.is_feasible(found.assignment)
+    assert found.objective == (0, 2) and found.certified
 
 
 @settings(max_examples=200)

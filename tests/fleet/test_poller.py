@@ -2,6 +2,7 @@
 with a CPU tier hands its counters, through the real poller, to the coordinator as a `NodeUpdate`."""
 
 import asyncio
+import json
 from dataclasses import asdict
 
 import aiohttp
@@ -11,6 +12,7 @@ from aiohttp import web
 from tao_coordinator.config import CoordinatorConfig, FleetConfig, NodeConfig
 from tao_coordinator.core.events import NodeUpdate
 from tao_coordinator.fakevllm import FakeFleet, FakeNodeConfig
+from tao_coordinator.fakevllm.model_cards import LoraModule
 from tao_coordinator.fleet.poller import NodeObservation, NodePoller
 from tao_coordinator.sim.node import NodeProfile, StepCoefficients
 from tao_coordinator.web.service import CoordinatorService
@@ -84,3 +86,54 @@ async def test_a_cpu_tier_nodes_counters_reach_the_coordinator_as_a_node_update(
         kv_fetch_waiting=0,
     )
     assert service.coordinator.nodes["n"].cpu_capacity_tokens == 640
+
+
+async def test_a_nodes_models_are_learned_at_its_first_scrape_kept_when_a_read_fails_and_read_again_on_restart():
+    """A real fake node serving two names and an adapter; then its metrics from scripted nodes that restarted (a new
+    `process_start_time_seconds`): one whose /v1/models fails (the last list stays), then one serving another model.
+    Configured models replace what the node says."""
+    config = FakeNodeConfig(
+        time_scale=50,
+        served_model_name="org/large",
+        served_model_aliases=("large",),
+        lora_modules=(LoraModule(name="team-sql", path="/adapters/sql"),),
+    )
+    served = frozenset({"org/large", "large", "team-sql"})
+    seen: list[NodeObservation] = []
+    fleet_config = FleetConfig(models_every_scrapes=100)  # only a restart asks again within this test
+    async with FakeFleet([config], kv_events=False) as fleet, aiohttp.ClientSession() as http:
+        poller = NodePoller(NodeConfig(name="n", url=fleet.urls[0]), fleet_config, http, seen.append)
+        await poller.scrape_once()
+        await poller.scrape_once()
+        assert [o.models for o in seen] == [served, served]
+        fenced: list[NodeObservation] = []
+        node = NodeConfig(name="n", url=fleet.urls[0], models=["org/large"])
+        await NodePoller(node, FleetConfig(), http, fenced.append).scrape_once()
+        assert fenced[-1].models == frozenset({"org/large"})
+        async with http.get(fleet.urls[0] + "/metrics") as reply:
+            text = await reply.text()
+    body = json.dumps({"object": "list", "data": [{"id": "org/other", "object": "model", "parent": None}]})
+    for started, answer in ((1.0e9, web.Response(status=500)), (2.0e9, web.Response(text=body))):
+        restarted = "\n".join(
+            f"process_start_time_seconds {started}" if line.startswith("process_start_time_seconds") else line
+            for line in text.splitlines()
+        )
+        if "process_start_time_seconds" not in restarted:
+            restarted += f"\nprocess_start_time_seconds {started}\n"
+
+        async def health(request: web.Request) -> web.Response:
+            return web.Response(text="")
+
+        async def metrics(request: web.Request, restarted: str = restarted) -> web.Response:
+            return web.Response(text=restarted)
+
+        async def models(request: web.Request, answer: web.Response = answer) -> web.Response:
+            return answer
+
+        routes = {"/health": health, "/metrics": metrics, "/v1/models": models}
+        async with scripted_node(routes) as url, aiohttp.ClientSession() as http:
+            poller.http, poller.node = http, NodeConfig(name="n", url=url)
+            await poller.scrape_once()
+    assert [o.healthy for o in seen] == [True] * 4
+    assert [o.models for o in seen] == [served, served, served, frozenset({"org/other"})]
+    assert poller.models_failure_counts == {"http": 1}

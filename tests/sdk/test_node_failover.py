@@ -282,6 +282,9 @@ def test_a_call_whose_answer_began_is_never_sent_again(coordinator_factory):
         coordinator = ready(coordinator_factory([first, second]))
         with tao_sdk.session(coordinator.url, coordinator.token) as s:
             client = s.openai(max_retries=0)
+            # a model no node serves is refused by the coordinator (model_not_served): the SDK routes the call on its
+            # own, to the node of the session's last call, which answers it 404
+            client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}], max_tokens=1)
             with pytest.raises(openai.NotFoundError):  # an answer, not a refusal: not sent elsewhere
                 client.chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": "x"}])
             assert s.state.retried_calls == 0

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..core.eligibility import eligible, session_model
 from ..core.events import Acquire, Close, Event, ToolStart
 from ..core.model import AgentSession, Node, NodeId, Phase, SessionId
 from ..core.plan import Placement, Plan
@@ -135,11 +136,16 @@ class ContinuumPolicy(PlanningPolicy):
         for session in sorted(waiting, key=lambda s: (s.registered_at, s.id)):
             if not open_nodes:
                 break
-            target = self._fit(session, open_nodes, free)
+            serving = eligible(
+                open_nodes, session_model(session, snapshot.nodes)
+            )  # only engines serving its model queue it
+            if not serving:
+                continue
+            target = self._fit(session, serving, free)
             if target is None:
-                target = self._evict_pin(session, open_nodes, free, running, pins, releases)
+                target = self._evict_pin(session, serving, free, running, pins, releases)
             if target is None:
-                open_nodes.pop(self._queue_of(session, open_nodes, free))  # its engine's queue head: blocked
+                open_nodes.pop(self._queue_of(session, serving, free))  # its engine's queue head: blocked
                 continue
             free[target] -= self.need(session, nodes[target])
             running.add(target)

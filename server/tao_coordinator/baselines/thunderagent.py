@@ -32,9 +32,11 @@ offloading tier changes nothing in its decisions (only in what the engine does w
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..core.model import AgentSession, NodeId, Phase, SessionId
+from ..core.eligibility import serves, session_model
+from ..core.model import AgentSession, Node, NodeId, Phase, SessionId
 from ..core.plan import Placement, Plan
 from ..core.policies.base import PlanningPolicy
 from ..core.snapshot import Snapshot
@@ -55,9 +57,18 @@ class _Round:
     backends: dict[NodeId, _Backend]
     pool: list[AgentSession]
     out: list[Placement] = field(default_factory=list)
+    nodes: dict[NodeId, Node] = field(default_factory=dict)
+    """The healthy nodes, by id."""
+    fleet: tuple[Node, ...] = ()
+    """Every known node (`core/eligibility.py` reads a registration's model against them)."""
 
     def placed(self) -> set[SessionId]:
         return {p.session_id for p in self.out if p.node is not None}
+
+    def serving(self, session: AgentSession, node_ids: Iterable[NodeId]) -> list[NodeId]:
+        """The nodes of `node_ids` that serve the session's main model (`core/eligibility.py`), in their order."""
+        model = session_model(session, self.fleet)
+        return [b for b in node_ids if serves(self.nodes[b], model)]
 
 
 def program_tokens(session: AgentSession) -> int:
@@ -102,7 +113,8 @@ class ThunderAgentPolicy(PlanningPolicy):
         self.marked &= live.keys()
         self.queued &= live.keys()
         self._seen &= live.keys()
-        round_ = _Round(now, backends, [s for s in live.values() if s.node is None and s.is_candidate])
+        pool = [s for s in live.values() if s.node is None and s.is_candidate]
+        round_ = _Round(now, backends, pool, nodes={node.id: node for node in nodes}, fleet=snapshot.nodes)
         self._arrivals(round_)
         if self._next_tick is None or now >= self._next_tick:
             self._next_tick = now + self.plan_interval_s
@@ -138,7 +150,8 @@ class ThunderAgentPolicy(PlanningPolicy):
                 continue
             self._seen.add(session.id)
             need = program_tokens(session) + self.buffer
-            fitting = [b for b in backends if self.remaining(backends[b], round_.now, False) >= need]
+            serving = round_.serving(session, backends)
+            fitting = [b for b in serving if self.remaining(backends[b], round_.now, False) >= need]
             if queue_busy or not fitting:
                 self.queued.add(session.id)
                 queue_busy = True
@@ -163,7 +176,10 @@ class ThunderAgentPolicy(PlanningPolicy):
         for session in sorted(selected, key=lambda s: (-program_tokens(s), s.id)):
             if not room:
                 break
-            node = max(room, key=lambda b: (room[b], b))
+            serving = round_.serving(session, room)
+            if not serving:
+                continue
+            node = max(serving, key=lambda b: (room[b], b))
             need = program_tokens(session) + self.buffer
             if need > room[node]:
                 continue
@@ -206,9 +222,10 @@ class ThunderAgentPolicy(PlanningPolicy):
         placed = round_.placed()
         for session in round_.pool:
             overdue = session.acquire_pending and round_.now - session.phase_since >= self.force_resume_s
-            if overdue and session.id not in placed and round_.backends:
+            serving = round_.serving(session, round_.backends)
+            if overdue and session.id not in placed and serving:
                 backends = round_.backends
-                self._place(session, min(backends, key=lambda b: (_active(backends[b]), b)), round_)
+                self._place(session, min(serving, key=lambda b: (_active(backends[b]), b)), round_)
 
 
 def _active(backend: _Backend) -> int:

@@ -30,6 +30,9 @@ class Route:
 
     session_id: SessionId
     node: NodeId
+    side: bool = False
+    """A side call (a model other than the session's main one, `eligibility.py`): it overlaps the session's calls on
+    another node and neither takes nor moves the session's place."""
 
 
 @dataclass(frozen=True, slots=True)

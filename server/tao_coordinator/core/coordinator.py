@@ -35,6 +35,13 @@ with `Acquire.avoid_nodes`: the session's place there moves with the call, which
 node — the policy's choice, else the one with the most room, over its capacity if need be (the session was admitted
 already; the next plan settles its place) — and never waits for a plan.
 
+Eligibility (`core/eligibility.py`): a node serves the models it lists (`Node.models`; None, not known, serves
+every model). A call is routed, admitted or planned only onto nodes serving its session's main model: the policy's
+`route` and `admit` see only those, the plan's problem excludes the others. An acquire naming another model is a
+side call, routed at once to the least busy node serving that model beside the session's calls, its place
+untouched; its `LlmEnd` (by its node) only closes it. A model an acquire names that no healthy node serves is
+refused (`ModelNotServed`).
+
 Baseline policies may ask for more (see `policies/base.py`): per-session wake-up times of their own (Continuum's pin
 expiry), and a periodic plan even when nobody waits (ThunderAgent's scheduler tick, which pauses holders). Neither
 applies to TAO. Events that only feed routers (`KvCacheEvent`, `LlmFirstToken`, and a `NodeUpdate` that changes
@@ -73,7 +80,8 @@ from .actions import (
     StartPlan,
 )
 from .demotion import Demotions, NodeDemotion
-from .errors import DuplicateSession, IllegalTransition, NoOtherNode
+from .eligibility import eligible, is_side_call, serves, session_model, side_node
+from .errors import DuplicateSession, IllegalTransition, ModelNotServed, NoOtherNode
 from .events import (
     Acquire,
     CacheResidency,
@@ -159,6 +167,8 @@ class Coordinator:
         self._next_periodic: float | None = None
         self._periodic_due = False
         self._queue = CallQueue()
+        self._side_calls: dict[SessionId, list[NodeId]] = {}
+        """The nodes of each session's side calls in flight (`eligibility.py`), one entry per call."""
 
     # -- the read API: what drivers and observers may know of the core (tests/core/test_read_api.py pins it) -----
 
@@ -300,7 +310,7 @@ class Coordinator:
 
     def _observe_queue(self, event: Event | PlanFinished, actions: list[Action], now: float) -> None:
         touched = {action.session_id for action in actions if isinstance(action, Admit | Interrupt | Route | Expired)}
-        served = {action.session_id for action in actions if isinstance(action, Route)}
+        served = {action.session_id for action in actions if isinstance(action, Route) and not action.side}
         if (asked := getattr(event, "session_id", None)) is not None:
             touched.add(asked)
         self._queue.observe(touched, served, self._state.sessions, now)
@@ -428,6 +438,17 @@ class Coordinator:
         healthy = {
             node_id: node for node_id, node in self._state.nodes.items() if node.healthy and node_id not in avoid
         }
+        fleet = self._state.nodes.values()
+        usable = [node for node in fleet if node.healthy]
+        if event.model and usable and not any(serves(node, event.model) for node in usable):
+            raise ModelNotServed(asked.id, event.model)
+        if is_side_call(asked, event.model, fleet):
+            return self._side_call(asked, event, healthy, now)
+        if event.model and asked.model != event.model:  # the first call that names its model names the main one
+            asked = replace(asked, model=event.model)
+        model = session_model(asked, fleet)
+        if model:
+            healthy = eligible(healthy, model)
         # the router decides on the call being asked for, not on the previous one
         expected = asked.expected_input_tokens if event.expected_input_tokens is None else event.expected_input_tokens
         session = replace(
@@ -438,12 +459,16 @@ class Coordinator:
         )
         if avoid and (why := self.cannot_avoid(session, avoid)) is not None:
             raise NoOtherNode(session.id, session.phase.name, "acquire", why)
+        if avoid and not healthy and session.phase is not Phase.IN_LLM:
+            why = f"no usable node other than {', '.join(sorted(avoid))} serves {model}"
+            raise NoOtherNode(session.id, session.phase.name, "acquire", why)
         if session.phase is Phase.IN_LLM:
             route_to = session.node
         elif session.phase in (Phase.IN_TOOL, Phase.CLOSED):
             route_to = None
         else:
-            if session.node in avoid:
+            held = self._state.nodes.get(session.node) if session.node is not None else None
+            if session.node in avoid or (held is not None and not serves(held, model)):
                 session = state_machine.interrupt(session, now)  # its place moves with the call
             route_to = self._policy.route(session, healthy, now)
             if route_to is None:
@@ -461,6 +486,37 @@ class Coordinator:
         if not was_waiting:
             self._planner.mark_dirty()
         return []
+
+    def _side_call(
+        self, session: AgentSession, event: Acquire, healthy: dict[NodeId, Node], now: float
+    ) -> list[Action]:
+        """A call for another model than the session's main one: routed at once to a node serving it, beside the
+        session's own calls; the session keeps its phase and place (`eligibility.py`)."""
+        assert event.model is not None
+        in_flight: dict[NodeId, int] = {}
+        for nodes in self._side_calls.values():
+            for node_id in nodes:
+                in_flight[node_id] = in_flight.get(node_id, 0) + 1
+        node = side_node(session, eligible(healthy, event.model), self._room(healthy), in_flight)
+        if node is None:  # every healthy node serving it is to be avoided (`_acquire` refused the others)
+            why = f"no usable node other than {', '.join(sorted(event.avoid_nodes))} serves {event.model}"
+            raise NoOtherNode(session.id, session.phase.name, "acquire", why)
+        self._side_calls.setdefault(session.id, []).append(node)
+        self._state.put(replace(session, lease_expires_at=max(session.lease_expires_at, self._lease(now))))
+        return [Route(session.id, node, side=True)]
+
+    def _side_call_end(self, session: AgentSession, event: LlmEnd) -> bool:
+        """Whether `event` ends a side call of `session` (then nothing else changes): one runs on its node, and the
+        session's own call does not."""
+        nodes = self._side_calls.get(session.id)
+        if not nodes or event.node_id not in nodes:
+            return False
+        if session.phase is Phase.IN_LLM and session.node == event.node_id:
+            return False
+        nodes.remove(event.node_id)
+        if not nodes:
+            del self._side_calls[session.id]
+        return True
 
     def cannot_avoid(self, session: AgentSession, avoid: set[NodeId]) -> str | None:
         """Why a call of `session` cannot be placed at once away from `avoid` (None: it can). Names of nodes the
@@ -481,6 +537,9 @@ class Coordinator:
         refuses calls is no place to count on a cache; its place there moves with the retry, `_acquire`), and the
         refusal counts towards the node's demotion."""
         session = self._state.session(event.session_id)
+        if self._side_call_end(session, event):
+            self._state.put(replace(session, lease_expires_at=max(session.lease_expires_at, self._lease(now))))
+            return []
         if session.phase is not Phase.IN_LLM:
             raise IllegalTransition(session.id, session.phase.name, "llm_end", "no call is running")
         if event.refused:
@@ -640,12 +699,12 @@ class Coordinator:
             event.prefix_hit_rate,
             version=0 if previous is None else previous.version + 1,
             load=event.load,
+            models=event.models if event.models is not None or previous is None else previous.models,
         )
         node = self._with_rates(node, event, previous, now)
         target = self._policy.node_target(previous, node, self._settings, now, self._pool_tokens())
         node = replace(node, utilization_target=target, credit_half_life_s=self._fitted_half_life(node.id))
-        capacity = (node.capacity_tokens, node.healthy, node.utilization_target)
-        if previous is None or (previous.capacity_tokens, previous.healthy, previous.utilization_target) != capacity:
+        if previous is None or _placement_inputs(previous) != _placement_inputs(node):
             self._nodes_changed = True
         self._state.put_node(node)
         return previous is None or _without_load(previous) != _without_load(node)
@@ -690,6 +749,7 @@ class Coordinator:
 
     def _forget(self, session_id: SessionId) -> None:
         self._history.forget_session(session_id)
+        self._side_calls.pop(session_id, None)
         self._pooled_at.pop(session_id, None)
 
     def _due(self, tool: RunningTool, now: float) -> bool:
@@ -764,6 +824,11 @@ class Coordinator:
         have passed (the driver then ticks at once)."""
         wakes = [self._state.next_wakeup(), self._next_periodic, self._demotions.next_probe()]
         return min((wake for wake in wakes if wake is not None), default=None)
+
+
+def _placement_inputs(node: Node) -> tuple[object, ...]:
+    """What of a node decides where sessions may go: a change of it is worth a plan."""
+    return (node.capacity_tokens, node.healthy, node.utilization_target, node.models)
 
 
 def _without_load(node: Node) -> Node:

@@ -8,8 +8,9 @@ mutate last. The live driver maps them to 4xx answers (`UnknownSession` → 404,
     ├── UnknownSession      the session id was never registered, or was closed and forgotten
     ├── UnknownNode         the node id is not part of the fleet
     ├── DuplicateSession    register with an id that is already live
-    └── IllegalTransition   the event is not allowed in the session's current phase
-        └── NoOtherNode     a refused call's retry cannot be placed away from the nodes it must avoid
+    ├── IllegalTransition   the event is not allowed in the session's current phase
+    │   └── NoOtherNode     a refused call's retry cannot be placed away from the nodes it must avoid
+    └── ModelNotServed      an acquire names a model no healthy node serves
 """
 
 from __future__ import annotations
@@ -71,3 +72,13 @@ class IllegalTransition(CoreError):
 class NoOtherNode(IllegalTransition):
     """An acquire with `avoid_nodes` (the retry of a refused call) finds no usable node but those, or the session's
     other call runs on one of them; nothing changed, and the client keeps the refusal it had."""
+
+
+class ModelNotServed(CoreError):
+    """An acquire's model (or its session's main model) is served by no healthy node: the call is placed nowhere,
+    and nothing changed."""
+
+    def __init__(self, session_id: str, model: str) -> None:
+        super().__init__(f"session {session_id!r}: no healthy node serves the model {model!r}")
+        self.session_id = session_id
+        self.model = model

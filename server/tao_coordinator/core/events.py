@@ -72,11 +72,16 @@ class Acquire:
     avoid_nodes: tuple[NodeId, ...] = ()
     """Nodes this call must not go to: the ones that just refused it (a client retries a refused call once,
     elsewhere). With any, the call is placed at once on another usable node (see `Coordinator`)."""
+    model: str | None = None
+    """The model the call names; None: not said (the session's main model). Another model than the session's main
+    one makes it a side call (`eligibility.py`)."""
 
     def __post_init__(self) -> None:
         _require_id("session_id", self.session_id)
         _require_count("expected_input_tokens", self.expected_input_tokens)
         _require_runs("prompt_block_runs", self.prompt_block_runs)
+        if self.model is not None:
+            _require_id("model", self.model)
         if self.step_id is not None:
             _require_id("step_id", self.step_id)
         _require_names("expected_next_tools", self.expected_next_tools)
@@ -224,9 +229,15 @@ class NodeUpdate:
     """KV tokens the node's CPU offloading tier holds (0: no tier)."""
     counters: EngineCounters | None = None
     """The scrape's cumulative counters; None when the source has none (a node announced by configuration)."""
+    models: frozenset[str] | None = None
+    """The model names the node serves (its `/v1/models`, or configuration); None keeps what the core knew."""
 
     def __post_init__(self) -> None:
         _require_id("node_id", self.node_id)
+        if self.models is not None:
+            if not self.models:
+                raise InvalidEvent("models", "a node serves at least one model (None: not known)")
+            _require_names("models", tuple(self.models))
         _require_count("capacity_tokens", self.capacity_tokens)
         _require_count("cpu_capacity_tokens", self.cpu_capacity_tokens)
         _require_count("running", self.load.running)

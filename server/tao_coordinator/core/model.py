@@ -196,6 +196,9 @@ class AgentSession:
     """KV block identities of the prompt of the latest acquire (empty when the client did not send them)."""
     step_id: str = ""
     """The agent's step of the latest acquire that named one (empty until then). Stored, read by no decision yet."""
+    model: str = ""
+    """The session's main model as its calls name it: the first model an acquire named that was not a side call
+    (`eligibility.py`); empty until then."""
 
     @property
     def holds_place(self) -> bool:
@@ -282,3 +285,6 @@ class Node:
     None: no tier, or its turnover is not measured yet."""
     decode_step_s: float = 0.0
     """The node's inter-token latency in steps of 2^(1/8) (`signals/token_time.py`); 0: not measured yet."""
+    models: frozenset[str] | None = None
+    """The model names a call may use here (base model names and LoRA adapters); None: not known, and then the node
+    is eligible for every model (`eligibility.py`)."""

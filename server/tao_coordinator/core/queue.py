@@ -74,7 +74,7 @@ class CallQueue:
         now: float,
     ) -> None:
         """Time moved to `now`; `touched` are the sessions an event or its actions may have changed, `served` those
-        of them routed to a node (a `Route`)."""
+        of them routed to a node (a `Route` that is not a side call)."""
         if self._seen_at is not None and self._tickets:
             self._busy_s += max(0.0, now - self._seen_at)
         self._seen_at = now

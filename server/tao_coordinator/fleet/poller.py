@@ -7,6 +7,10 @@ node at once: reported unhealthy with the reason and its last believed capacity.
 bounded label, and a reason for people) and counted; a line is logged when the node's state or its kind of trouble
 changes, never once per scrape.
 
+What the node serves (`served_models.py`) is read from its `/v1/models` at the first good scrape, after the node
+restarts (a new `process_start`) and every `models_every_scrapes` good scrapes, and travels with every observation;
+a failed read keeps the last list, configured models replace the read.
+
 The prefix hit rate is the ratio of the hit and query counter increments since the previous scrape (unchanged when no
 request arrived in between). The scrape's cumulative counters travel as the core's `EngineCounters`; the CPU→GPU load
 time is divided by the node's `tensor_parallel_size`, since vLLM sums the copy times of its TP workers, which copy
@@ -28,6 +32,7 @@ from ..config import FleetConfig, NodeConfig
 from ..core.events import EngineCounters
 from ..core.model import NodeLoad
 from .capacity_guard import CapacityGuard, Quarantine
+from .served_models import ModelsUnknown, fetch_served_models
 from .vllm_metrics import MetricsFormatError, NodeMetrics, parse_metrics
 
 log = logging.getLogger("tao.fleet")
@@ -60,6 +65,10 @@ class NodeObservation:
     """Failed scrapes so far, by kind."""
     quarantines: Mapping[str, int] = field(default_factory=dict)
     """Times the node was quarantined so far, by kind."""
+    models: frozenset[str] | None = None
+    """The model names the node serves: configured, else its last `/v1/models` read; None while not known."""
+    models_failures: Mapping[str, int] = field(default_factory=dict)
+    """Failed `/v1/models` reads so far, by kind (`served_models.py`)."""
 
 
 class ScrapeFailed(Exception):
@@ -103,6 +112,11 @@ class NodePoller:
         """What was last logged of the node: None (healthy), "unhealthy:<kind>" or "quarantined:<kind>"."""
         self._previous: NodeMetrics | None = None
         self._cpu_capacity: int | None = None
+        self.models: frozenset[str] | None = None if node.models is None else frozenset(node.models)
+        self.models_failure_counts: Counter[str] = Counter()
+        self._models_epoch: object = None
+        """The node process (`process_start`, ranks) whose models were last asked for; None: never asked."""
+        self._scrapes_to_models = 0
 
     async def run(self) -> None:
         while True:
@@ -129,6 +143,7 @@ class NodePoller:
         self._update_hit_rate(metrics)
         if metrics.cpu_capacity_tokens is not None:
             self._cpu_capacity = metrics.cpu_capacity_tokens
+        await self._learn_models(epoch)
         self.report(
             NodeObservation(
                 self.node.name,
@@ -144,8 +159,35 @@ class NodePoller:
                 host_cached_tokens=metrics.host_cached_tokens,
                 scrape_failures=dict(self.failure_counts),
                 quarantines=dict(self.quarantine_counts),
+                models=self.models,
+                models_failures=dict(self.models_failure_counts),
             )
         )
+
+    async def _learn_models(self, epoch: object) -> None:
+        """Ask the node what it serves when due: at its first good scrape, when it runs as a new process, and every
+        `models_every_scrapes` good scrapes. A failed read keeps the last list (a node that restarts keeps serving
+        what it served, until it says otherwise); configured models are never asked for."""
+        if self.node.models is not None:
+            return
+        self._scrapes_to_models -= 1
+        if epoch == self._models_epoch and self._scrapes_to_models > 0:
+            return
+        self._models_epoch, self._scrapes_to_models = epoch, self.fleet.models_every_scrapes
+        try:
+            served = await fetch_served_models(self.http, self.node.url, self.fleet.scrape_timeout_s)
+        except ModelsUnknown as error:
+            self.models_failure_counts[error.kind] += 1
+            log.log(
+                logging.WARNING if self.models is None else logging.DEBUG,
+                "node %s: its served models are not known (%s)",
+                self.node.name,
+                error.reason,
+            )
+            return
+        if served.names != self.models:
+            log.info("node %s serves %s", self.node.name, ", ".join(sorted(served.names)))
+            self.models = served.names
 
     def _failed(self, failure: ScrapeFailed) -> None:
         self.failures += 1
@@ -189,6 +231,8 @@ class NodePoller:
             host_cached_tokens=previous.host_cached_tokens if previous else 0.0,
             scrape_failures=dict(self.failure_counts),
             quarantines=dict(self.quarantine_counts),
+            models=self.models,
+            models_failures=dict(self.models_failure_counts),
         )
 
     def _counters(self, metrics: NodeMetrics) -> EngineCounters:

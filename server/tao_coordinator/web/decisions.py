@@ -62,7 +62,10 @@ class DecisionLog:
         """An acquire answered at once: a fast admission (or a router's choice) for a session without a place."""
         if before is None:
             return
-        node = next((a.node for a in actions if isinstance(a, Route) and a.session_id == before.id), None)
+        # a side call (another model, `core/eligibility.py`) places nothing: no decision of the session's place
+        node = next(
+            (a.node for a in actions if isinstance(a, Route) and not a.side and a.session_id == before.id), None
+        )
         if node is None:
             return
         if before.node is not None:

@@ -1,6 +1,7 @@
 """One place that turns every failure into a JSON answer naming what was wrong: 4xx for anything a client can cause
-(bad JSON, a field out of range, an unknown session, an event the session's phase does not allow), never a 500; a
-503 `store_unavailable` with a Retry-After for a tool end the store could not take (nothing of it was kept)."""
+(bad JSON, a field out of range, an unknown session, an event the session's phase does not allow, a 409
+`model_not_served` for a call whose model no healthy node serves), never a 500; a 503 `store_unavailable` with a
+Retry-After for a tool end the store could not take (nothing of it was kept)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from tao_sdk import protocol
 from tao_sdk.hints import PROGRAM_PATTERN
 from tao_sdk.ids import SESSION_ID_PATTERN, SESSION_ID_RULE
 
-from ..core.errors import CoreError, IllegalTransition, InvalidEvent, UnknownNode, UnknownSession
+from ..core.errors import CoreError, IllegalTransition, InvalidEvent, ModelNotServed, UnknownNode, UnknownSession
 from ..store import StoreUnavailable
 from .keys import SERVICE
 from .service import CoordinatorService, SessionGone
@@ -62,6 +63,8 @@ def status_of(error: Exception) -> tuple[int, str, str | None]:
         return 404, str(error), "node"
     if isinstance(error, InvalidEvent):
         return 422, str(error), error.field
+    if isinstance(error, ModelNotServed):
+        return 409, str(error), "model"
     if isinstance(error, IllegalTransition | CoreError):
         return 409, str(error), None
     if isinstance(error, SessionGone):
@@ -109,6 +112,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return json_error(error.status, error.reason or "error")
     except IllegalTransition as error:
         return json_error(409, str(error), session=session_view(request.app[SERVICE], error.session_id))
+    except ModelNotServed as error:
+        return json_error(409, str(error), "model", code=protocol.MODEL_NOT_SERVED)
     except (RequestError, CoreError, SessionGone) as error:
         response = json_error(*status_of(error))
         if response.status == 408:

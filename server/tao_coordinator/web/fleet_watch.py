@@ -118,7 +118,8 @@ class FleetWatch:
         """Tell the current core the configured capacities, then every node's last scrape."""
         for node in self.nodes.values():
             if node.capacity_tokens is not None:
-                self.feed(NodeUpdate(node.name, node.capacity_tokens))
+                models = None if node.models is None else frozenset(node.models)
+                self.feed(NodeUpdate(node.name, node.capacity_tokens, models=models))
         for observation in list(self._last.values()):
             self.observe(observation)
 
@@ -147,6 +148,7 @@ class FleetWatch:
                 observation.load,
                 cpu_capacity_tokens=observation.cpu_capacity_tokens,
                 counters=observation.counters,
+                models=observation.models,
             )
         )
         if joins and self.joined is not None:

@@ -276,7 +276,7 @@ class ServiceMetrics:
                 self.llm_calls.labels(event.node_id, "ok" if event.error is None else "error").inc()
             case Acquire():
                 session = sessions.get(event.session_id)
-                routed = any(isinstance(action, Route) for action in actions)
+                routed = any(isinstance(action, Route) and not action.side for action in actions)
                 if routed and session is not None and session.node is not None and session.placed_at == now:
                     self.admissions.labels(session.node, "fast").inc()  # it held no place there before
                 if not routed:
@@ -287,7 +287,7 @@ class ServiceMetrics:
                     self.admissions.labels(action.node, "planned").inc()
                 case Interrupt():
                     self.interruptions.labels(action.node).inc()
-                case Route():
+                case Route(side=False):  # a side call waits for no place
                     self.llm_wait_seconds.observe(now - self._wanting.pop(action.session_id, now))
                 case Expired():
                     self.sessions_closed.labels("expired").inc()

@@ -40,6 +40,7 @@ from ..config import CoordinatorConfig, NodeConfig
 from ..core.actions import Action, Expired, NodeDemoted, NodeRestored, NodeRetired, ProbeNode, Route, StartPlan
 from ..core.coordinator import Coordinator
 from ..core.decision import PlanDecision
+from ..core.eligibility import is_side_call
 from ..core.events import Acquire, Event, Heartbeat, LlmEnd, ToolEnd
 from ..core.forecast import ToolHistory, ToolKey
 from ..core.model import AgentSession, Phase, RunningTool
@@ -131,6 +132,8 @@ class CoordinatorService:
             SessionTokens.in_state_dir(config.server.state_dir) if self.replica is None else SessionTokens(b"")
         )
         self.grants = Grants()
+        self.side_routes: dict[str, str] = {}
+        """The node of a side call the core just routed, by session, taken by the acquire that asked for it."""
         self.tool_ends = ToolEnds(self.core, self.store, self._feed_tool_end, self.metrics.store_refused.inc)
 
     @property
@@ -237,6 +240,8 @@ class CoordinatorService:
 
     def _carry_out(self, action: Action) -> None:
         match action:
+            case Route(side=True):
+                self.side_routes[action.session_id] = action.node
             case Route():
                 self._grant(action.session_id, action.node)
             case StartPlan():
@@ -265,7 +270,20 @@ class CoordinatorService:
         session = self.coordinator.sessions.get(session_id)
         self.grants.grant(session_id, node, overlapping=session is not None and session.llm_calls > 1)
 
+    def _side_call(self, session_id: str, request: protocol.AcquireRequest) -> protocol.AcquireResponse:
+        """A call for another model than the session's main one (`core/eligibility.py`): placed at once beside the
+        session's calls, outside its grants (a waiting acquire of the session's own call must not receive it), and
+        without a lease (its `llm_end` may come after the session's own lease changed)."""
+        self.side_routes.pop(session_id, None)
+        self.feed(acquire_event(session_id, request))
+        node = self.side_routes.pop(session_id)
+        url = self.nodes[node].url if node in self.nodes else ""
+        return protocol.AcquireResponse(status="admitted", node=node, node_url=url, base_url=f"{url}/v1")
+
     async def acquire(self, session_id: str, request: protocol.AcquireRequest) -> protocol.AcquireResponse:
+        core = self.coordinator
+        if is_side_call(core.session(session_id), request.model, core.nodes.values()):
+            return self._side_call(session_id, request)
         started = self.now()
         grant = self.grants.claim(session_id)
         if grant is not None and self.coordinator.session(session_id).phase is not Phase.IN_LLM:
@@ -367,4 +385,5 @@ def acquire_event(session_id: str, request: protocol.AcquireRequest) -> Acquire:
         step_id=request.step_id,
         expected_next_tools=None if tools is None else tuple(tools),
         avoid_nodes=tuple(request.avoid_nodes),
+        model=request.model,
     )

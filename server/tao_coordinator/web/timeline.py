@@ -173,7 +173,12 @@ class Timelines:
         match event:
             case Acquire():
                 node = next(
-                    (a.node for a in actions if isinstance(a, Route) and a.session_id == event.session_id), None
+                    (
+                        a.node
+                        for a in actions
+                        if isinstance(a, Route) and not a.side and a.session_id == event.session_id
+                    ),
+                    None,
                 )
                 if node is not None and before is not None and before.node is None:
                     timeline.add(_Decision(at, "admitted", node, self.acquire_admission))

@@ -6,7 +6,8 @@ Items are the candidate sessions (everything but IN_LLM); knapsacks are the heal
 down); weights are footprints rounded up, so any plan the solver returns fits. A session larger than any node's
 plannable capacity is charged that capacity instead: it can then be admitted alone on a node that drains, rather
 than wait forever (vLLM itself accepts it up to `max_model_len`). A session's value comes from the policy's
-`ValueModel`.
+`ValueModel`. A session may not go to a node that does not serve its main model (`eligibility.py`): its item
+excludes those nodes, and the solvers keep to the rest exactly (`solver/problem.py`).
 
 Values are kept from one plan to the next (`ValueCache`): a session's item is evaluated again only when its
 `AgentSession` object changed (every transition makes a new one), when a node attribute some signal reads or the set of
@@ -21,8 +22,10 @@ value it ranked each change by (`Plan.values`), so the decision record (`core/de
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ..eligibility import serves, session_model
 from ..model import AgentSession, Node, NodeId, Phase, SessionId
 from ..plan import Placement, Plan
 from ..settings import CoreSettings
@@ -110,12 +113,14 @@ def build_problem(
         if entry is None or entry.session is not session or not entry.since <= now < entry.value.until:
             value, footprint = values.evaluate(session, ctx), footprint_tokens(session, settings)
             tokens = min(footprint, largest)
-            entry = _Kept(session, now, value, footprint, _item(value, tokens, index, settings), tokens)
+            item = _item(value, tokens, index, settings, _excluded(session, healthy, snapshot.nodes))
+            entry = _Kept(session, now, value, footprint, item, tokens)
             evaluated += 1
         else:
             tokens = min(entry.footprint, largest)
             if entry.tokens != tokens:
-                entry.item, entry.tokens = _item(entry.value, tokens, index, settings), tokens
+                entry.item = _item(entry.value, tokens, index, settings, entry.item.excluded)
+                entry.tokens = tokens
         kept[session.id] = entry
         candidates.append(session)
         session_values.append(entry.value)
@@ -128,13 +133,23 @@ def build_problem(
     return PlacementProblem(problem, tuple(candidates), node_ids, tuple(weights), tuple(session_values), values.names)
 
 
-def _item(value: SessionValue, tokens: int, index: dict[NodeId, int], settings: CoreSettings) -> Item:
+def _item(
+    value: SessionValue, tokens: int, index: dict[NodeId, int], settings: CoreSettings, excluded: frozenset[int]
+) -> Item:
     on_nodes = {index[node]: v for node, v in value.on_nodes.items() if node in index}
-    return Item(token_cells(tokens, settings), value.base, on_nodes)
+    return Item(token_cells(tokens, settings), value.base, on_nodes, excluded)
+
+
+def _excluded(session: AgentSession, healthy: list[Node], fleet: Iterable[Node]) -> frozenset[int]:
+    """The knapsacks (indices into `healthy`) that do not serve the session's main model."""
+    model = session_model(session, fleet)
+    if not model:
+        return frozenset()
+    return frozenset(k for k, node in enumerate(healthy) if not serves(node, model))
 
 
 def _node_inputs(healthy: list[Node], fields: tuple[str, ...]) -> tuple[tuple[object, ...], ...]:
-    return tuple((node.id, *(getattr(node, name) for name in fields)) for node in healthy)
+    return tuple((node.id, node.models, *(getattr(node, name) for name in fields)) for node in healthy)
 
 
 def plan_from_solution(placement: PlacementProblem, solution: Solution) -> Plan:

@@ -41,7 +41,8 @@ def spread(problem: Problem, solution: Solution) -> Solution:
         value = item.value_on(current)
         target, room = current, remaining[current]
         for node, left in enumerate(remaining):
-            if node != current and left - item.weight > room and item.value_on(node) == value:
+            eligible = node not in item.excluded
+            if node != current and eligible and left - item.weight > room and item.value_on(node) == value:
                 target, room = node, left - item.weight
         if target != current:
             remaining[current] += item.weight

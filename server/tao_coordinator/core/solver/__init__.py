@@ -8,7 +8,8 @@ bound tables, then the rest greedily), which makes its first stage end at the ro
 single-homed. Only when even that credit stage is cut short is `greedy.home_first` (in Python, lexicographic in
 every component of the home sets) consulted, and the better plan kept: at 1,024 sessions on 64 nodes it took
 17 ms a plan and, where only later stages were cut short, beat the search in held footprint alone, by at most
-0.3 %. `solve_greedy` is plain best-fit decreasing (the paper's fallback).
+0.3 %. `solve_greedy` is plain best-fit decreasing (the paper's fallback). Both solve a problem with excluded
+placements (nodes that do not serve an item's model) exactly through its relaxation (`problem.py`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,12 @@ from .problem import Item, Problem, Solution, relative_gap
 
 
 def solve(problem: Problem, node_limit: int) -> Solution:
+    if problem.has_exclusions:
+        return problem.restricted(_solve(problem.relaxed(), node_limit))
+    return _solve(problem, node_limit)
+
+
+def _solve(problem: Problem, node_limit: int) -> Solution:
     if not any(problem.fits_somewhere(item) for item in problem.items):
         assignment: tuple[int | None, ...] = (None,) * len(problem.items)
         objective = problem.objective(assignment)
@@ -39,6 +46,8 @@ def solve(problem: Problem, node_limit: int) -> Solution:
 
 
 def solve_greedy(problem: Problem) -> Solution:
+    if problem.has_exclusions:
+        return problem.restricted(best_fit_decreasing(problem.relaxed()))
     return best_fit_decreasing(problem)
 
 

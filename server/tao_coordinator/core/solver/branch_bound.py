@@ -112,7 +112,10 @@ class _Arrays:
 def solve_branch_and_bound(problem: Problem, incumbent: Sequence[int | None] | None, node_limit: int) -> Solution:
     """The lexicographic optimum when the search finishes within `node_limit` nodes (`certified`), else the best
     plan found, never worse than the start: `incumbent` (a feasible assignment), or when None the kernel's own
-    (`home_start`: credit-optimal when every session's credit sits on one node)."""
+    (`home_start`: credit-optimal when every session's credit sits on one node). Exclusions are solved through the
+    problem's relaxation (`problem.py`)."""
+    if problem.has_exclusions:
+        return problem.restricted(solve_branch_and_bound(problem.relaxed(), incumbent, node_limit))
     if not any(problem.fits_somewhere(item) for item in problem.items):
         empty: tuple[int | None, ...] = (None,) * len(problem.items)
         objective = problem.objective(empty)

@@ -1,5 +1,8 @@
 """Exact reference solver: the same problem as a mixed-integer program, solved by HiGHS through SciPy.
 
+An item's excluded nodes (nodes that do not serve its model) get no variable: the reference states eligibility as
+the constraint it is, not as the solvers' relaxation (`problem.py`), so tests comparing the two check that relaxation.
+
 Lexicographic objectives are solved one component at a time: maximise component 1; add "component 1 ≥ its optimum"
 as a constraint; maximise component 2; and so on. All data are integers, so the added constraints are exact.
 Used by tests and `tao bench planner` to check the branch and bound and measure the gap of the plans it does not
@@ -27,7 +30,12 @@ def solve_milp(problem: Problem, time_limit_s: float | None = None, mip_rel_gap:
     if mip_rel_gap < 0:
         raise ValueError("mip_rel_gap: must be at least 0")
     items, capacities = problem.items, problem.capacities
-    pairs = [(i, b) for i, item in enumerate(items) for b, cap in enumerate(capacities) if item.weight <= cap]
+    pairs = [
+        (i, b)
+        for i, item in enumerate(items)
+        for b, cap in enumerate(capacities)
+        if item.weight <= cap and b not in item.excluded
+    ]
     if not pairs:
         assignment: tuple[int | None, ...] = (None,) * len(items)
         return Solution(assignment, problem.objective(assignment), "milp")

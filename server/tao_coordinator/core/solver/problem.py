@@ -3,13 +3,19 @@ with capacities, both in capacity cells. Nothing here knows about sessions, time
 
 Maximise the lexicographic sum of the values of placed items, each item on at most one node, each node's placed
 weight within its capacity (docs/design.md#the-decision). An item's value on node b is `on_nodes[b]` if present, else
-`base`.
+`base`; an item may not go to the nodes in its `excluded` set (nodes that do not serve its model).
+
+Exclusion reaches the solvers as a relaxation (`Problem.relaxed`): an excluded placement becomes a placement worth
+nothing (every component 0). That is exact: such a placement adds nothing to the objective and only takes room, so
+removing it from any plan keeps the plan feasible and its objective unchanged. The relaxed problem therefore has the
+same optimum, every bound on it bounds the original, and `Problem.restricted` turns any of its plans into a plan of
+the original problem with the same objective. The solvers themselves never see exclusions.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..value import Value, total
 
@@ -19,13 +25,15 @@ class Item:
     weight: int
     base: Value
     on_nodes: Mapping[int, Value] = field(default_factory=dict)
+    excluded: frozenset[int] = frozenset()
+    """Nodes the item may not go to: they do not serve its model."""
 
     def value_on(self, node: int) -> Value:
         return self.on_nodes.get(node, self.base)
 
     def best_value(self, node_count: int) -> Value:
-        candidates = list(self.on_nodes.values())
-        if len(self.on_nodes) < node_count:
+        candidates = [value for b, value in self.on_nodes.items() if b not in self.excluded]
+        if len(self.on_nodes.keys() | self.excluded) < node_count:
             candidates.append(self.base)
         return max(candidates) if candidates else self.base
 
@@ -53,6 +61,8 @@ class Problem:
                 raise ValueError("items: weights must be non-negative")
             if any(not 0 <= b < len(self.capacities) for b in item.on_nodes):
                 raise ValueError("items: on_nodes names a node index out of range")
+            if any(not 0 <= b < len(self.capacities) for b in item.excluded):
+                raise ValueError("items: excluded names a node index out of range")
 
     @property
     def width(self) -> int:
@@ -60,6 +70,29 @@ class Problem:
 
     def fits_somewhere(self, item: Item) -> bool:
         return item.weight <= self.largest_capacity
+
+    @property
+    def has_exclusions(self) -> bool:
+        return any(item.excluded for item in self.items)
+
+    def relaxed(self) -> Problem:
+        """The problem without exclusions: an excluded placement is worth nothing instead (module docstring)."""
+        nothing = (0,) * self.width
+        items = tuple(
+            Item(item.weight, item.base, {**item.on_nodes, **dict.fromkeys(item.excluded, nothing)})
+            if item.excluded
+            else item
+            for item in self.items
+        )
+        return Problem(items, self.capacities)
+
+    def restricted(self, solution: Solution) -> Solution:
+        """A solution of `relaxed()` as one of this problem: its excluded placements left out, the objective kept."""
+        assignment = tuple(
+            None if b is not None and b in item.excluded else b
+            for item, b in zip(self.items, solution.assignment, strict=True)
+        )
+        return replace(solution, assignment=assignment, objective=self.objective(assignment))
 
     def objective(self, assignment: Sequence[int | None]) -> Value:
         return total(
@@ -70,6 +103,8 @@ class Problem:
         used = [0] * len(self.capacities)
         for item, b in zip(self.items, assignment, strict=True):
             if b is not None:
+                if b in item.excluded:
+                    return False
                 used[b] += item.weight
         return all(u <= c for u, c in zip(used, self.capacities, strict=True))
 
