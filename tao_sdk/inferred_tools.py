@@ -14,8 +14,8 @@ tool also reports the program its command runs (`hints.program_of`) and the hint
 | `bash` without it | mini-swe-agent | none |
 A shell tool (`Bash`, `bash`) adds what its command says (`hints.command_hints`): a `timeout N` caps the timeout,
 its `sleep`s, and a trailing `&` (or Claude Code's `run_in_background`) runs it in the background. These are the
-rules of `tao_integrations.claude_code.tool_hints` and of the OpenCode plugin, with their defaults (a harness's own
-environment, such as `BASH_DEFAULT_TIMEOUT_MS`, is not visible from the wire).
+rules of `claude_code_tools.py` (Claude Code's hooks read it too) and of the OpenCode plugin, with their defaults (a
+harness's own environment, such as `BASH_DEFAULT_TIMEOUT_MS`, is not visible from the wire).
 
 Hooks win, and nothing is counted twice (the rule, per session):
 - a session any hook event names (`POST /tao/v1/events`: its registration, a tool event, a heartbeat) is
@@ -42,14 +42,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import protocol
+from .claude_code_tools import DEFAULT_BASH_TIMEOUT_MS, MAX_SLEEP_S, milliseconds, tool_hints
 from .hints import command_hints, program_of
 from .wire_tools import Status, ToolResult, WireToolCall
 
 MAX_OPEN = 64
-DEFAULT_BASH_TIMEOUT_MS = 120_000
-MAX_BASH_TIMEOUT_MS = 600_000
-DEFAULT_TASK_OUTPUT_TIMEOUT_MS = 30_000
-MAX_SLEEP_S = 86_400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,43 +71,27 @@ def start_of(call: WireToolCall, offered: Mapping[str, Mapping[str, Any]]) -> St
     command = arguments.get("command")
     command = command if isinstance(command, str) else None
     hints = protocol.ToolHints()
-    if call.name == "Bash":
-        hints = _shell_hints(command, arguments.get("timeout"), DEFAULT_BASH_TIMEOUT_MS, MAX_BASH_TIMEOUT_MS)
-        background = arguments.get("run_in_background") is True or hints.background
-        hints = hints.model_copy(update={"background": background})
-    elif call.name == "TaskOutput" and arguments.get("block", True) is not False:
-        timeout_ms = _milliseconds(arguments.get("timeout"), DEFAULT_TASK_OUTPUT_TIMEOUT_MS)
-        hints = protocol.ToolHints(timeout_s=min(timeout_ms, MAX_BASH_TIMEOUT_MS) / 1000)
+    if call.name in ("Bash", "TaskOutput"):
+        hints = protocol.ToolHints(**tool_hints(call.name, arguments, {}))
     elif call.name.lower() == "bash":
         has_timeout = "timeout" in offered.get(call.name, {})
         default_ms = DEFAULT_BASH_TIMEOUT_MS if has_timeout else None
-        hints = _shell_hints(command, arguments.get("timeout") if has_timeout else None, default_ms, None)
+        hints = _shell_hints(command, arguments.get("timeout") if has_timeout else None, default_ms)
     shell = call.name.lower() == "bash"
     return Start(call.call_id, call.name, hints, program_of(command) if shell and command is not None else None)
 
 
-def _shell_hints(
-    command: str | None, timeout: object, default_ms: int | None, max_ms: int | None
-) -> protocol.ToolHints:
+def _shell_hints(command: str | None, timeout: object, default_ms: int | None) -> protocol.ToolHints:
+    """OpenCode's and mini-swe-agent's `bash`: the tool's `timeout` (else `default_ms`; None: the tool has none),
+    capped by what the command says."""
     parsed = command_hints(command) if command is not None else None
-    limit_s = None
-    if default_ms is not None:
-        limit_ms = _milliseconds(timeout, default_ms)
-        limit_s = (min(limit_ms, max(max_ms, default_ms)) if max_ms is not None else limit_ms) / 1000
+    limit_s = milliseconds(timeout, default_ms) / 1000 if default_ms is not None else None
     caps = [cap for cap in (limit_s, parsed.timeout_s if parsed else None) if cap]
     return protocol.ToolHints(
         timeout_s=min(caps) if caps else None,
         sleep_s=min(parsed.sleep_s, MAX_SLEEP_S) if parsed and parsed.sleep_s else None,
         background=bool(parsed and parsed.background),
     )
-
-
-def _milliseconds(value: object, default: int) -> int:
-    try:
-        number = int(float(value))  # type: ignore[arg-type]
-    except (TypeError, ValueError, OverflowError):
-        return default
-    return number if number > 0 else default
 
 
 @dataclass(slots=True)

@@ -40,16 +40,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from tao_sdk import environment
-from tao_sdk.hints import command_hints, program_of
+from tao_sdk.claude_code_tools import tool_hints
+from tao_sdk.hints import program_of
 from tao_sdk.ids import SESSION_ID_PATTERN
 
 from .claude_code_waits import BACKGROUND_WAIT, only_open_waits, state_dir
 from .relay import post_events, proxy_url
 
 HARNESS = "claude-code"
-DEFAULT_BASH_TIMEOUT_MS = 120_000
-MAX_BASH_TIMEOUT_MS = 600_000
-DEFAULT_TASK_OUTPUT_TIMEOUT_MS = 30_000
 _NOTIFIED_STATUS = re.compile(r"<status>\s*(\w+)\s*</status>")
 _SESSION_ID = re.compile(SESSION_ID_PATTERN)
 Event = dict[str, Any]
@@ -120,40 +118,6 @@ def _tool_start(session_id: str, payload: Mapping[str, Any], env: Mapping[str, s
     if program is not None:
         start["program"] = program  # the program's name only: the command never leaves this process
     return [{"kind": "tool_start", "session_id": session_id, "tool_start": start}]
-
-
-def tool_hints(tool: str, tool_input: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
-    """Duration hints for one tool call (`tao_sdk.protocol.ToolHints` fields), in seconds."""
-    if tool == "Bash":
-        return bash_hints(tool_input, env)
-    if tool == "TaskOutput" and tool_input.get("block", True) is not False:
-        timeout_ms = _milliseconds(tool_input.get("timeout"), DEFAULT_TASK_OUTPUT_TIMEOUT_MS)
-        return {"timeout_s": min(timeout_ms, MAX_BASH_TIMEOUT_MS) / 1000}
-    return {}
-
-
-def bash_hints(tool_input: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
-    """Claude Code's effective Bash timeout is min(timeout or $BASH_DEFAULT_TIMEOUT_MS, $BASH_MAX_TIMEOUT_MS)."""
-    default_ms = _milliseconds(env.get("BASH_DEFAULT_TIMEOUT_MS"), DEFAULT_BASH_TIMEOUT_MS)
-    max_ms = max(_milliseconds(env.get("BASH_MAX_TIMEOUT_MS"), MAX_BASH_TIMEOUT_MS), default_ms)
-    timeout_s = min(_milliseconds(tool_input.get("timeout"), default_ms), max_ms) / 1000
-    command = tool_input.get("command")
-    parsed = command_hints(command) if isinstance(command, str) else None
-    hints: dict[str, Any] = {
-        "timeout_s": min(timeout_s, parsed.timeout_s) if parsed and parsed.timeout_s else timeout_s
-    }
-    if parsed and parsed.sleep_s:
-        hints["sleep_s"] = min(parsed.sleep_s, 86_400.0)
-    hints["background"] = tool_input.get("run_in_background") is True or bool(parsed and parsed.background)
-    return hints
-
-
-def _milliseconds(value: object, default: int) -> int:
-    try:
-        number = int(float(value))  # type: ignore[arg-type]
-    except (TypeError, ValueError, OverflowError):
-        return default
-    return number if number > 0 else default
 
 
 def _tool_end(session_id: str, payload: Mapping[str, Any]) -> list[Event]:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tao_integrations.claude_code import tool_hints
 from tao_sdk import protocol
+from tao_sdk.claude_code_tools import tool_hints
 from tao_sdk.inferred_tools import InferredTools, Start, start_of
 from tao_sdk.session_identity import ANONYMOUS, session_id_of
 from tao_sdk.wire_tools import ToolCallReader, ToolResult, WireToolCall, offered_tools, tool_results
@@ -126,27 +126,32 @@ def test_tool_results_of_a_request_with_their_status():
     assert tool_results(None) == () and tool_results({"messages": "x"}) == ()
 
 
-CLAUDE_CODE_BASH_INPUTS = [
-    {"command": "sleep 1; echo hi", "timeout": 5000},
-    {"command": "npm test"},
-    {"command": "timeout 10 make", "timeout": 900000},
-    {"command": "sleep 4; echo bg", "timeout": 5000, "run_in_background": True},
-    {"command": "python -m http.server &"},
-    {"command": "ls", "timeout": "soon"},
-    {"timeout": 3000},
+CLAUDE_CODE_BASH = [  # the tool's input, and the hints Claude Code's hook sends for it (timeout, sleep, background)
+    ({"command": "sleep 1; echo hi", "timeout": 5000}, (5.0, 1.0, False)),
+    ({"command": "npm test"}, (120.0, None, False)),
+    ({"command": "timeout 10 make", "timeout": 900000}, (10.0, None, False)),
+    ({"command": "sleep 4; echo bg", "timeout": 5000, "run_in_background": True}, (5.0, 4.0, True)),
+    ({"command": "python -m http.server &"}, (120.0, None, True)),
+    ({"command": "ls", "timeout": "soon"}, (120.0, None, False)),
+    ({"timeout": 3000}, (3.0, None, False)),
 ]
 
 
-@pytest.mark.parametrize("tool_input", CLAUDE_CODE_BASH_INPUTS)
-def test_claude_codes_bash_is_hinted_as_its_hook_hints_it(tool_input):
+@pytest.mark.parametrize(("tool_input", "expected"), CLAUDE_CODE_BASH)
+def test_claude_codes_bash_is_hinted_as_its_hook_hints_it(tool_input, expected):
     start = start_of(WireToolCall("toolu_1", "Bash", tool_input), {})
-    assert start.hints == protocol.ToolHints.model_validate(tool_hints("Bash", tool_input, {}))
+    timeout_s, sleep_s, background = expected
+    assert start.hints == protocol.ToolHints(timeout_s=timeout_s, sleep_s=sleep_s, background=background)
+    assert protocol.ToolHints.model_validate(tool_hints("Bash", tool_input, {})) == start.hints  # the hook's rule
 
 
-@pytest.mark.parametrize("tool_input", [{"task_id": "b1"}, {"task_id": "b1", "timeout": 5000}, {"block": False}])
-def test_claude_codes_task_output_is_hinted_as_its_hook_hints_it(tool_input):
+@pytest.mark.parametrize(
+    ("tool_input", "timeout_s"),
+    [({"task_id": "b1"}, 30.0), ({"task_id": "b1", "timeout": 5000}, 5.0), ({"block": False}, None)],
+)
+def test_claude_codes_task_output_is_hinted_as_its_hook_hints_it(tool_input, timeout_s):
     start = start_of(WireToolCall("toolu_1", "TaskOutput", tool_input), {})
-    assert start.hints == protocol.ToolHints.model_validate(tool_hints("TaskOutput", tool_input, {}))
+    assert start.hints == protocol.ToolHints(timeout_s=timeout_s)
     assert start.program is None
 
 
