@@ -75,6 +75,42 @@ def python_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def claude_env(project: Path, home: Path) -> dict[str, str]:
+    """The environment of an offline `claude -p` in `project` with its own `home`. Its model calls reach the proxy
+    only through the project's settings' `env` block: the base URL here is a dead address (for which Claude Code also
+    skips its start-up policy fetches, about 5 s offline)."""
+    env = python_env(
+        PWD=str(project),
+        HOME=str(home),
+        CLAUDE_CONFIG_DIR=str(home / ".claude"),
+        ANTHROPIC_API_KEY="sk-fake",
+        ANTHROPIC_BASE_URL="http://127.0.0.1:9",
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        DISABLE_AUTOUPDATER="1",
+    )
+    for name in ("TAO_PROXY_URL", "ANTHROPIC_MODEL", "CLAUDECODE", "CLAUDE_CODE_SESSION_ID"):
+        env.pop(name, None)
+    return env
+
+
+def opencode_env(project: Path, home: Path) -> dict[str, str]:
+    """The environment of an offline `opencode run` in `project` (OpenCode takes its directory from $PWD, not from
+    the process's cwd) with its own `home`, reading only the project's configuration."""
+    env = python_env(
+        PWD=str(project),
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_DATA_HOME=str(home / ".local/share"),
+        XDG_CACHE_HOME=str(home / ".cache"),
+        XDG_STATE_HOME=str(home / ".local/state"),
+        OPENCODE_DISABLE_MODELS_FETCH="1",
+        OPENCODE_DISABLE_AUTOUPDATE="1",
+    )
+    for name in ("TAO_PROXY_URL", "OPENCODE_CONFIG_CONTENT", "OPENCODE_CONFIG"):
+        env.pop(name, None)
+    return env
+
+
 class Recorder:
     """Every event the coordinator's core is fed, with the nodes it routed sessions to (wraps `service.feed`)."""
 

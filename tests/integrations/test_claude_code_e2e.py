@@ -10,7 +10,7 @@ import pytest
 
 from tao_sdk import cli
 
-from .conftest import MODEL, harness, python_env, served
+from .conftest import MODEL, claude_env, harness, served
 
 
 @pytest.fixture
@@ -22,19 +22,7 @@ def run_claude(binary, project, proxy, prompt):
     """Install the hooks into `project` for `proxy`, then run `claude -p` there; its JSON result."""
     assert cli.main(["install", "claude-code", "--project", str(project), "--proxy", proxy, "--model", MODEL]) == 0
     home = project.parent / "home"
-    env = python_env(
-        PWD=str(project),
-        HOME=str(home),
-        CLAUDE_CONFIG_DIR=str(home / ".claude"),
-        ANTHROPIC_API_KEY="sk-fake",
-        # A dead address: the model calls reach the proxy only through the installed settings' `env` block. Claude
-        # Code also skips its start-up policy fetches (about 5 s offline) for a non-Anthropic base URL.
-        ANTHROPIC_BASE_URL="http://127.0.0.1:9",
-        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
-        DISABLE_AUTOUPDATER="1",
-    )
-    for name in ("TAO_PROXY_URL", "ANTHROPIC_MODEL", "CLAUDECODE", "CLAUDE_CODE_SESSION_ID"):
-        env.pop(name, None)
+    env = claude_env(project, home)
     command = [binary, "-p", f"{prompt} ({uuid.uuid4().hex[:8]})", "--allowedTools", "Bash", "--output-format", "json"]
     completed = subprocess.run(command, cwd=project, env=env, capture_output=True, timeout=150, check=False)
     assert completed.returncode == 0, completed.stderr.decode()[-2000:] + completed.stdout.decode()[-2000:]

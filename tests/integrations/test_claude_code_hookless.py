@@ -17,7 +17,7 @@ import pytest
 
 from tao_sdk import cli
 
-from .conftest import MODEL, harness, python_env
+from .conftest import MODEL, claude_env, harness
 
 HANDLING_S = 2.0
 """The most a harness's own handling may add around a tool (parsing, permission check, the next request) on a
@@ -38,17 +38,7 @@ def run_claude(binary, project, proxy, prompt, hooks):
         (project / ".claude").mkdir(parents=True, exist_ok=True)
         (project / ".claude" / "settings.local.json").write_text(json.dumps(settings))
     home = project.parent / f"home-{hooks}"
-    env = python_env(
-        PWD=str(project),
-        HOME=str(home),
-        CLAUDE_CONFIG_DIR=str(home / ".claude"),
-        ANTHROPIC_API_KEY="sk-fake",
-        ANTHROPIC_BASE_URL="http://127.0.0.1:9",  # reached only through the settings' `env` block
-        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
-        DISABLE_AUTOUPDATER="1",
-    )
-    for name in ("TAO_PROXY_URL", "ANTHROPIC_MODEL", "CLAUDECODE", "CLAUDE_CODE_SESSION_ID"):
-        env.pop(name, None)
+    env = claude_env(project, home)
     command = [binary, "-p", f"{prompt} ({uuid.uuid4().hex[:8]})", "--allowedTools", "Bash", "--output-format", "json"]
     completed = subprocess.run(command, cwd=project, env=env, capture_output=True, timeout=150, check=False)
     assert completed.returncode == 0, completed.stderr.decode()[-2000:] + completed.stdout.decode()[-2000:]

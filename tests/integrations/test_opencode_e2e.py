@@ -10,7 +10,7 @@ import pytest
 from tao_coordinator.core.events import Register
 from tao_sdk import cli
 
-from .conftest import MODEL, harness, python_env, served
+from .conftest import MODEL, harness, opencode_env, served
 
 
 @pytest.fixture
@@ -32,18 +32,7 @@ def run_opencode(binary, workspace, proxy, prompt):
     project, home = workspace / "project", workspace / "home"
     install = ["install", "opencode", "--project", str(project), "--proxy", proxy, "--model", MODEL]
     assert cli.main(install) == 0
-    env = python_env(
-        PWD=str(project),  # OpenCode takes its directory from $PWD, not from the process's cwd
-        HOME=str(home),
-        XDG_CONFIG_HOME=str(home / ".config"),
-        XDG_DATA_HOME=str(home / ".local/share"),
-        XDG_CACHE_HOME=str(home / ".cache"),
-        XDG_STATE_HOME=str(home / ".local/state"),
-        OPENCODE_DISABLE_MODELS_FETCH="1",
-        OPENCODE_DISABLE_AUTOUPDATE="1",
-    )
-    for name in ("TAO_PROXY_URL", "OPENCODE_CONFIG_CONTENT", "OPENCODE_CONFIG"):
-        env.pop(name, None)
+    env = opencode_env(project, home)
     command = [binary, "run", f"{prompt} ({uuid.uuid4().hex[:8]})", "--format", "json", "--print-logs"]
     completed = subprocess.run(command, cwd=project, env=env, capture_output=True, timeout=150, check=False)
     (workspace / f"run-{uuid.uuid4().hex[:6]}.log").write_bytes(completed.stderr + b"\n---\n" + completed.stdout)

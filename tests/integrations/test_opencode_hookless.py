@@ -10,7 +10,7 @@ import pytest
 
 from tao_sdk import cli
 
-from .conftest import MODEL, harness, python_env
+from .conftest import MODEL, harness, opencode_env
 from .test_claude_code_hookless import HANDLING_S, timeline, tools_after_their_call
 
 
@@ -26,18 +26,7 @@ def run_opencode(binary, root, proxy, prompt, plugin):
     assert cli.main(["install", "opencode", "--project", str(project), "--proxy", proxy, "--model", MODEL]) == 0
     if not plugin:
         (project / ".opencode" / "plugin" / "tao.ts").unlink()
-    env = python_env(
-        PWD=str(project),
-        HOME=str(home),
-        XDG_CONFIG_HOME=str(home / ".config"),
-        XDG_DATA_HOME=str(home / ".local/share"),
-        XDG_CACHE_HOME=str(home / ".cache"),
-        XDG_STATE_HOME=str(home / ".local/state"),
-        OPENCODE_DISABLE_MODELS_FETCH="1",
-        OPENCODE_DISABLE_AUTOUPDATE="1",
-    )
-    for name in ("TAO_PROXY_URL", "OPENCODE_CONFIG_CONTENT", "OPENCODE_CONFIG"):
-        env.pop(name, None)
+    env = opencode_env(project, home)
     command = [binary, "run", f"{prompt} ({uuid.uuid4().hex[:8]})", "--format", "json"]
     completed = subprocess.run(command, cwd=project, env=env, capture_output=True, timeout=150, check=False)
     assert completed.returncode == 0, completed.stderr.decode()[-3000:]
