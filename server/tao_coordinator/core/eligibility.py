@@ -12,8 +12,9 @@ model sets the main one. An empty model is served everywhere. Only a model a cal
 Side calls (`side_node`): a call naming a model other than its session's main model (Claude Code's small fast
 model) is an overlapping call of the session on a node serving that model — never the session's own node when
 another one serves it, so the call's end is told apart from the session's own call by its node — chosen as the
-eligible healthy node with the most plannable room left, ties by name. It holds no place and moves none; its end
-changes nothing but the count of side calls in flight (`core/coordinator.py`).
+eligible healthy node with the fewest requests running or queued (its side calls in flight counted), then the most
+plannable room left, then by name. It holds no place and moves none; its end changes nothing but the count of side
+calls in flight (`core/coordinator.py`).
 """
 
 from __future__ import annotations
