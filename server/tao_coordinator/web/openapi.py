@@ -172,19 +172,30 @@ def build_spec() -> dict[str, Any]:
     }
 
 
-def _membership_responses(status: int, response: type[BaseModel] | None) -> dict[str, Any]:
-    error = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
-    answers: dict[str, Any] = {
-        str(code): {"description": text, **error}
-        for code, text in (
-            (400, "bad JSON"),
-            (401, "no valid token"),
-            (403, "an API token that is not the operator's (server.token)"),
-            (404, "no such node"),
-            (409, "a node of that name is in the fleet"),
-            (422, "invalid field"),
-        )
-    }
+ERROR_BODY: dict[str, Any] = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
+MEMBERSHIP_ERRORS = (
+    (400, "bad JSON"),
+    (401, "no valid token"),
+    (403, "an API token that is not the operator's (server.token)"),
+    (404, "no such node"),
+    (409, "a node of that name is in the fleet"),
+    (422, "invalid field"),
+)
+SESSION_ERRORS = (
+    (400, "bad JSON"),
+    (401, "no valid token"),
+    (403, "not this session's token"),
+    (404, "the session is gone (told only to a token issued for it)"),
+    (408, "the body did not arrive in time"),
+    (409, "not allowed now"),
+    (413, "body too large"),
+    (422, "invalid field"),
+)
+
+
+def _answers(status: int, response: type[BaseModel] | None, errors: tuple[tuple[int, str], ...]) -> dict[str, Any]:
+    """The success answer `status` (with `response`'s schema) beside each error answer of `errors`."""
+    answers: dict[str, Any] = {str(code): {"description": text, **ERROR_BODY} for code, text in errors}
     ok: dict[str, Any] = {"description": "OK"}
     if response is not None:
         ok["content"] = {"application/json": {"schema": {"$ref": f"#/components/schemas/{response.__name__}"}}}
@@ -192,25 +203,13 @@ def _membership_responses(status: int, response: type[BaseModel] | None) -> dict
     return answers
 
 
+def _membership_responses(status: int, response: type[BaseModel] | None) -> dict[str, Any]:
+    return _answers(status, response, MEMBERSHIP_ERRORS)
+
+
 def _responses(status: int, response: type[BaseModel] | None) -> dict[str, Any]:
-    error = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
-    answers: dict[str, Any] = {
-        str(code): {"description": text, **error}
-        for code, text in (
-            (400, "bad JSON"),
-            (401, "no valid token"),
-            (403, "not this session's token"),
-            (404, "the session is gone (told only to a token issued for it)"),
-            (408, "the body did not arrive in time"),
-            (409, "not allowed now"),
-            (413, "body too large"),
-            (422, "invalid field"),
-        )
-    }
-    ok: dict[str, Any] = {"description": "OK"}
-    if response is not None:
-        ok["content"] = {"application/json": {"schema": {"$ref": f"#/components/schemas/{response.__name__}"}}}
-    answers[str(status)] = ok
+    answers = _answers(status, response, SESSION_ERRORS)
+    error, ok = ERROR_BODY, answers[str(status)]
     if status == 201 and response is protocol.RegisterResponse:
         answers["429"] = {
             "description": "a cap of the API token (`code`: max_live_sessions or registrations_per_s); see Retry-After",
