@@ -45,3 +45,11 @@ async def test_a_node_that_wants_an_api_key_counts_as_serving_and_each_answer_is
     by_node = {report.node_id: report for report in reports}
     assert len(reports) == 2 and by_node["keyed"].serves and not by_node["gone"].serves
     assert by_node["gone"].detail
+
+
+async def test_a_node_whose_model_list_names_no_model_is_not_serving():
+    async def empty(request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": []})
+
+    async with scripted_node({"/v1/models": empty}) as listless, aiohttp.ClientSession() as http:
+        assert await probe(http, listless) == "/v1/models lists no model"

@@ -439,9 +439,10 @@ class Coordinator:
             node_id: node for node_id, node in self._state.nodes.items() if node.healthy and node_id not in avoid
         }
         fleet = self._state.nodes.values()
-        usable = [node for node in fleet if node.healthy]
-        if event.model and usable and not any(serves(node, event.model) for node in usable):
-            raise ModelNotServed(asked.id, event.model)
+        if event.model:
+            usable = [node for node in fleet if node.healthy]
+            if usable and not any(serves(node, event.model) for node in usable):
+                raise ModelNotServed(asked.id, event.model)
         if is_side_call(asked, event.model, fleet):
             return self._side_call(asked, event, healthy, now)
         if event.model and asked.model != event.model:  # the first call that names its model names the main one

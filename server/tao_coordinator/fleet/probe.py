@@ -19,14 +19,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import aiohttp
 
 from tao_sdk.calls import describe
 
 from ..core.events import NodeProbed
-from .served_models import KEY_REQUIRED
+from .served_models import KEY_REQUIRED, ModelsUnknown, parse_models
 
 log = logging.getLogger("tao.fleet")
 
@@ -46,9 +45,11 @@ async def probe(http: aiohttp.ClientSession, url: str, timeout_s: float = PROBE_
                     return None
                 if reply.status != 200:
                     return f"GET /v1/models answered {reply.status}"
-                model = _first_model(await reply.json(content_type=None))
-            if model is None:
-                return "GET /v1/models named no model"
+                listed = await reply.read()
+            try:
+                model = parse_models(listed).base_names[0]
+            except ModelsUnknown as error:
+                return error.reason
             call = {"model": model, "prompt": PROBE_PROMPT, "max_tokens": 1, "temperature": 0}
             async with http.post(f"{url}/v1/completions", json=call, timeout=timeout) as reply:
                 if reply.status != 200:
@@ -59,13 +60,6 @@ async def probe(http: aiohttp.ClientSession, url: str, timeout_s: float = PROBE_
     if not isinstance(answer, dict) or not answer.get("choices"):
         return "a one-token completion answered without a choice"
     return None
-
-
-def _first_model(listed: Any) -> str | None:
-    data = listed.get("data") if isinstance(listed, dict) else None
-    first = data[0] if isinstance(data, list) and data else None
-    model = first.get("id") if isinstance(first, dict) else None
-    return model if isinstance(model, str) and model else None
 
 
 class NodeProber:

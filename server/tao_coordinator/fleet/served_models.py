@@ -48,9 +48,6 @@ class ServedModels:
         """Every name a call may use on this node."""
         return frozenset(self.base_names) | {adapter.name for adapter in self.adapters}
 
-    def serves(self, model: str) -> bool:
-        return model in self.base_names or any(adapter.name == model for adapter in self.adapters)
-
 
 class ModelsUnknown(Exception):
     """The node's served models could not be learned: `kind` (see the module docstring) and `reason`."""
