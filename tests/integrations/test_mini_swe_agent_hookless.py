@@ -6,12 +6,17 @@ The submission is the one difference: mini-swe-agent's last action is a tool cal
 session."""
 
 import gc
+import importlib.util
 import uuid
 
 from tao_sdk.session_identity import session_id_of
 
-from .conftest import MODEL
+from .conftest import MODEL, missing_harness
 from .test_claude_code_hookless import HANDLING_S, timeline, tools_after_their_call
+
+if importlib.util.find_spec("minisweagent") is None:  # before importing from a module that skips without it
+    missing_harness("mini-swe-agent is not installed (PyPI mini-swe-agent; .ci/run installs it)")
+
 from .test_mini_swe_agent import model_for, run_agent
 
 SYSTEM = "You are a helpful assistant."
