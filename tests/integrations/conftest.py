@@ -30,7 +30,8 @@ from tests.conftest import listen_to_feed
 MODEL = "fake-model"
 REPO = Path(__file__).resolve().parents[2]
 CI_NPM_BIN = Path.home() / ".cache" / "tao-ci-npm" / "node_modules" / ".bin"
-HELLO = "sleep 1; echo hello-from-tao"
+HELLO_SLEEP_S = 1.0
+HELLO = f"sleep {HELLO_SLEEP_S:g}; echo hello-from-tao"
 SCRIPTS = {
     "claude-code hello": [{"content": "Running it.", "bash": HELLO, "timeout_ms": 5000}, {"text": "All done."}],
     "claude-code background": [
