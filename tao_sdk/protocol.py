@@ -264,6 +264,20 @@ class NodeInfo(_Answer):
     quarantined: bool = False
     """Its `/metrics` reports a capacity that cannot be true (none, past the coordinator's `fleet.max_capacity_tokens`,
     or changed without a restart): nothing is placed here until it reports one that can."""
+    models: list[str] | None = None
+    """The model names (and LoRA adapters) the node serves, sorted; null while not known: it takes calls for any."""
+    models_from: Literal["config", "node"] | None = None
+    """Where `models` comes from: the node's `models` setting, or its own `GET /v1/models`; null while not known."""
+    origin: Literal["config", "api", "dns"] = "config"
+    """How the node joined the fleet: the configuration file, `POST /v1/nodes`, or a DNS name's discovery."""
+    removed_when_empty: bool = False
+    """Drained with `remove` (or gone from DNS): removed once no session holds a place there."""
+
+
+class NodeList(_Answer):
+    """`GET /v1/nodes`: every node of the fleet."""
+
+    nodes: list[NodeInfo]
 
 
 class SessionInfo(_Answer):

@@ -8,6 +8,7 @@ a rejected request never changes state. Errors are raised, and turned into JSON 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal
 
 from aiohttp import web
 from pydantic import BaseModel
@@ -164,9 +165,20 @@ def node_infos(service: CoordinatorService, names: list[str] | None = None) -> l
                 unhealthy_reason=scraped.reason if scraped else None,
                 quarantined=scraped.quarantined if scraped else False,
                 membership=core.membership(name),
+                models=None if node is None or node.models is None else sorted(node.models),
+                models_from=models_from(config, node),
+                origin=service.membership.origins.get(name, "config"),
+                removed_when_empty=service.membership.draining.get(name, False),
             ).model_dump(mode="json")
         )
     return nodes
+
+
+def models_from(config: NodeConfig, node: model.Node | None) -> Literal["config", "node"] | None:
+    """Where the node's served models come from: its `models` setting, else its `/v1/models` once read."""
+    if config.models is not None:
+        return "config"
+    return "node" if node is not None and node.models is not None else None
 
 
 async def post_node(request: web.Request) -> web.Response:

@@ -80,7 +80,7 @@ OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, int, type[BaseMode
 
 # (path, summary, needs the API token, response body)
 READS: list[tuple[str, str, bool, type[BaseModel] | None]] = [
-    ("/v1/nodes", "Nodes of the fleet", True, None),
+    ("/v1/nodes", "Nodes of the fleet", True, protocol.NodeList),
     ("/v1/sessions", "Live sessions, a page at a time", True, protocol.SessionPage),
     ("/v1/sessions/{session_id}", "A session's timeline, live or recently closed", True, protocol.SessionTimeline),
     ("/healthz", "Liveness", False, None),
