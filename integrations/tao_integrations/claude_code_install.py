@@ -6,8 +6,8 @@ project file, since the hook command and the proxy URL are paths and ports of th
 
 What: one command hook (`tao hook claude-code`) per event listed in `HOOKS`, tool events only for the tools in
 `TOOL_MATCHER` (each hook is a process start, and fast tools such as Read would pay more for the report than they
-take), and `env`: `ANTHROPIC_BASE_URL` and `TAO_PROXY_URL` at the proxy, the model names with `--model`, the key
-with `--api-key`.
+take), and `env`: `ANTHROPIC_BASE_URL` and `TAO_PROXY_URL` at the proxy, the model names with `--model` (and
+`--small-model`, `SMALL_MODEL_KEYS`), the key with `--api-key`.
 
 Invariants: other hooks and settings are kept as they are; installing twice gives the same file; `--uninstall`
 removes only our hook handlers and puts back the `env` values we replaced (recorded in `TAO_MANAGED_ENV`).
@@ -53,6 +53,12 @@ MODEL_KEYS = (
     "ANTHROPIC_DEFAULT_OPUS_MODEL",
     "CLAUDE_CODE_SUBAGENT_MODEL",
 )
+"""Every model setting of Claude Code, each set to `--model`: no call can name a model the fleet does not serve."""
+SMALL_MODEL_KEYS = ("ANTHROPIC_SMALL_FAST_MODEL", "ANTHROPIC_DEFAULT_HAIKU_MODEL")
+"""What `--small-model` sets instead: the small fast model (its side calls, e.g. tool-use summaries) and the `haiku`
+alias (subagents that ask for it, as the built-in Explore agent does). `CLAUDE_CODE_SUBAGENT_MODEL` is then left
+unset, since Claude Code puts every subagent on it whatever model the agent asks for, which would keep Explore off
+the small model."""
 MANAGED = "TAO_MANAGED_ENV"
 
 
@@ -61,6 +67,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser, "install into DIR/.claude/settings.local.json (default: .)", "install into ~/.claude/settings.json"
     )
     parser.add_argument("--model", help="served model name for every Claude Code model setting")
+    parser.add_argument(
+        "--small-model",
+        help="served name of a small model for Claude Code's small fast model and the haiku alias (with --model)",
+    )
     parser.add_argument("--api-key", help="ANTHROPIC_API_KEY to set (without a Claude login; any string)")
     add_change_arguments(parser)
 
@@ -142,6 +152,9 @@ def env_block(args: argparse.Namespace) -> dict[str, str]:
     env = {"ANTHROPIC_BASE_URL": proxy, "TAO_PROXY_URL": proxy}
     if args.model:
         env.update(dict.fromkeys(MODEL_KEYS, args.model))
+    if args.small_model:
+        env.update(dict.fromkeys(SMALL_MODEL_KEYS, args.small_model))
+        del env["CLAUDE_CODE_SUBAGENT_MODEL"]
     if args.api_key:
         env["ANTHROPIC_API_KEY"] = args.api_key
     return env
@@ -149,6 +162,9 @@ def env_block(args: argparse.Namespace) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     if bad_proxy(args, "tao install claude-code"):
+        return 2
+    if args.small_model and not args.model:
+        print("tao install claude-code: --small-model needs --model (the main model)", file=sys.stderr)
         return 2
     path = settings_path(args)
     change = (

@@ -69,6 +69,27 @@ def test_claude_code_install_merges_and_uninstall_restores(settings_file, tmp_pa
     assert json.loads(original) == USER_SETTINGS
 
 
+def test_claude_code_small_model_takes_the_small_fast_model_and_haiku_and_leaves_subagents_be(settings_file, tmp_path):
+    place = ("--project", str(tmp_path), "--proxy", PROXY)
+    assert tao("install", "claude-code", *place, "--model", "big", "--small-model", "small") == 0
+    env = json.loads(settings_file.read_text())["env"]
+    assert (env["ANTHROPIC_SMALL_FAST_MODEL"], env["ANTHROPIC_DEFAULT_HAIKU_MODEL"]) == ("small", "small")
+    assert (env["ANTHROPIC_MODEL"], env["ANTHROPIC_DEFAULT_SONNET_MODEL"], env["ANTHROPIC_DEFAULT_OPUS_MODEL"]) == (
+        "big",
+        "big",
+        "big",
+    )
+    assert "CLAUDE_CODE_SUBAGENT_MODEL" not in env  # it would put the Explore subagent (haiku) on the big model
+    assert tao("install", "claude-code", *place, "--uninstall") == 0
+    assert json.loads(settings_file.read_text()) == USER_SETTINGS
+
+
+def test_claude_code_small_model_without_a_model_is_refused(tmp_path, capsys):
+    assert tao("install", "claude-code", "--project", str(tmp_path), "--small-model", "small") == 2
+    assert "--small-model needs --model" in capsys.readouterr().err
+    assert not (tmp_path / ".claude").exists()
+
+
 def test_claude_code_dry_run_prints_the_diff_and_writes_nothing(tmp_path, capsys):
     assert tao("install", "claude-code", "--project", str(tmp_path), "--dry-run") == 0
     out = capsys.readouterr().out
