@@ -168,7 +168,7 @@ class Coordinator:
         self._periodic_due = False
         self._queue = CallQueue()
         self._side_calls: dict[SessionId, list[NodeId]] = {}
-        """The nodes of each session's side calls in flight (`eligibility.py`), one entry per call."""
+        """Each session's `AgentSession.side_calls` (an index of them, rebuilt by `restore`)."""
 
     # -- the read API: what drivers and observers may know of the core (tests/core/test_read_api.py pins it) -----
 
@@ -288,6 +288,8 @@ class Coordinator:
         none, and plan them at the next chance. They count as touched by no one: `take_touched` starts after them."""
         for session in sessions:
             self._state.put(session)
+            if session.side_calls:
+                self._side_calls[session.id] = list(session.side_calls)
         self._queue.restore(self._state.sessions.values())
         self._state.take_touched()
         self._planner.mark_dirty()
@@ -503,21 +505,24 @@ class Coordinator:
             why = f"no usable node other than {', '.join(sorted(event.avoid_nodes))} serves {event.model}"
             raise NoOtherNode(session.id, session.phase.name, "acquire", why)
         self._side_calls.setdefault(session.id, []).append(node)
-        self._state.put(replace(session, lease_expires_at=max(session.lease_expires_at, self._lease(now))))
+        lease = max(session.lease_expires_at, self._lease(now))
+        self._state.put(replace(session, side_calls=(*session.side_calls, node), lease_expires_at=lease))
         return [Route(session.id, node, side=True)]
 
-    def _side_call_end(self, session: AgentSession, event: LlmEnd) -> bool:
-        """Whether `event` ends a side call of `session` (then nothing else changes): one runs on its node, and the
-        session's own call does not."""
-        nodes = self._side_calls.get(session.id)
-        if not nodes or event.node_id not in nodes:
-            return False
+    def _side_call_end(self, session: AgentSession, event: LlmEnd) -> AgentSession | None:
+        """`session` without the side call `event` ends, or None when it ends none (one runs on its node, and the
+        session's own call does not): then nothing else changes."""
+        if event.node_id not in session.side_calls:
+            return None
         if session.phase is Phase.IN_LLM and session.node == event.node_id:
-            return False
+            return None
+        nodes = list(session.side_calls)
         nodes.remove(event.node_id)
-        if not nodes:
-            del self._side_calls[session.id]
-        return True
+        if nodes:
+            self._side_calls[session.id] = nodes
+        else:
+            self._side_calls.pop(session.id, None)
+        return replace(session, side_calls=tuple(nodes))
 
     def cannot_avoid(self, session: AgentSession, avoid: set[NodeId]) -> str | None:
         """Why a call of `session` cannot be placed at once away from `avoid` (None: it can). Names of nodes the
@@ -538,8 +543,8 @@ class Coordinator:
         refuses calls is no place to count on a cache; its place there moves with the retry, `_acquire`), and the
         refusal counts towards the node's demotion."""
         session = self._state.session(event.session_id)
-        if self._side_call_end(session, event):
-            self._state.put(replace(session, lease_expires_at=max(session.lease_expires_at, self._lease(now))))
+        if (ended := self._side_call_end(session, event)) is not None:
+            self._state.put(replace(ended, lease_expires_at=max(session.lease_expires_at, self._lease(now))))
             return []
         if session.phase is not Phase.IN_LLM:
             raise IllegalTransition(session.id, session.phase.name, "llm_end", "no call is running")

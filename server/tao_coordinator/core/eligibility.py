@@ -13,8 +13,9 @@ Side calls (`side_node`): a call naming a model other than its session's main mo
 model) is an overlapping call of the session on a node serving that model — never the session's own node when
 another one serves it, so the call's end is told apart from the session's own call by its node — chosen as the
 eligible healthy node with the fewest requests running or queued (its side calls in flight counted), then the most
-plannable room left, then by name. It holds no place and moves none; its end changes nothing but the count of side
-calls in flight (`core/coordinator.py`).
+plannable room left, then by name. It holds no place and moves none; its end changes nothing but the side calls in
+flight, which the session itself lists (`AgentSession.side_calls`, stored with it: a replica that takes over tells a
+side call's end from that of the session's own call) and the core indexes (`core/coordinator.py`).
 """
 
 from __future__ import annotations

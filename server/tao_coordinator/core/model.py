@@ -199,6 +199,9 @@ class AgentSession:
     model: str = ""
     """The session's main model as its calls name it: the first model an acquire named that was not a side call
     (`eligibility.py`); empty until then."""
+    side_calls: tuple[NodeId, ...] = ()
+    """The node of each of the session's side calls in flight (`eligibility.py`), one entry per call: kept in the
+    session's record, so a replica that takes over tells a side call's end from the end of the session's own call."""
 
     @property
     def holds_place(self) -> bool:
