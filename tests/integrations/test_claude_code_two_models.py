@@ -16,7 +16,7 @@ import subprocess
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,7 +66,9 @@ def answers_of(node: str, log: list[Answered]) -> Any:
     """A middleware recording every model request the node answers (its status, whatever raised)."""
 
     @web.middleware
-    async def record(request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
+    async def record(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
         if request.method != "POST" or not request.path.startswith("/v1/"):
             return await handler(request)
         try:

@@ -2,6 +2,8 @@
 drain removes it: what an operator (or a test) reads to see where a model's calls may go. Fake vLLM nodes serving
 two models, a real coordinator."""
 
+from typing import Any
+
 from tao_coordinator.fakevllm import FakeFleet, FakeNodeConfig
 from tao_coordinator.local_coordinator import free_port
 from tao_sdk import protocol
@@ -14,7 +16,7 @@ LARGE, SMALL = "org/large-32b", "org/small-4b"
 async def test_nodes_list_their_models_origin_and_drain(tmp_path):
     configs = [FakeNodeConfig(time_scale=50, served_model_name=model) for model in (LARGE, SMALL)]
     async with FakeFleet(configs) as fleet:
-        nodes = [
+        nodes: list[dict[str, Any]] = [
             {"name": "node-0", "url": fleet.nodes[0].url},
             {"name": "node-1", "url": fleet.nodes[1].url, "models": [SMALL, "org/small-4b-lora"]},
         ]
