@@ -28,6 +28,10 @@ Hooks win, and nothing is counted twice (the rule, per session):
 Call ids are the harness's own on both paths (Claude Code's `tool_use_id`, OpenCode's `callID` are the wire's
 ids), which is what makes them comparable.
 
+The wire is read for hook-driven sessions too (`seen`: each call's wire start and end, the latest `SEEN` calls of a
+session), though nothing inferred of them is reported: it dates a hook's start that arrives after the wire showed
+the tool over (`hook_start_time`), and it is what `tao proxy --tool-log` writes beside the hooks' reports.
+
 Limits: Claude Code's wait for background tasks is not inferred (its Stop hook sees them, the wire does not);
 subagent tools are inferred like any other (their model calls carry the session's id); a call whose result is
 never sent (mini-swe-agent's submission, the last action of its run) stays open until the session closes. Bounds:
@@ -37,6 +41,7 @@ at most `MAX_OPEN` inferred calls open per session (more are not started); a ses
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +52,7 @@ from .hints import command_hints, program_of
 from .wire_tools import Status, ToolResult, WireToolCall
 
 MAX_OPEN = 64
+SEEN = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,10 +101,21 @@ def _shell_hints(command: str | None, timeout: object, default_ms: int | None) -
 
 
 @dataclass(slots=True)
+class Seen:
+    """One call as the wire showed it (monotonic times)."""
+
+    start: Start
+    started: float
+    ended: float | None = None
+
+
+@dataclass(slots=True)
 class _Session:
     open: dict[str, float] = field(default_factory=dict)
     """Call id → when inference started it, for the calls it started and has not ended."""
     hooked: bool = False
+    seen: OrderedDict[str, Seen] = field(default_factory=OrderedDict)
+    """The latest `SEEN` calls the wire showed, reported or not."""
 
 
 class InferredTools:
@@ -110,10 +127,14 @@ class InferredTools:
     def started(self, session_id: str, starts: Iterable[Start], now: float) -> list[Start]:
         """The starts to report for a response that just ended at `now`."""
         session = self._sessions.setdefault(session_id, _Session())
-        if session.hooked:
-            return []
         reported = []
         for start in starts:
+            if start.call_id not in session.seen:
+                session.seen[start.call_id] = Seen(start, now)
+                while len(session.seen) > SEEN:
+                    session.seen.popitem(last=False)
+            if session.hooked:
+                continue
             if start.call_id not in session.open and len(session.open) < MAX_OPEN:
                 session.open[start.call_id] = now
                 reported.append(start)
@@ -122,8 +143,11 @@ class InferredTools:
     def ended(self, session_id: str, results: Sequence[ToolResult], now: float) -> list[End]:
         """The ends to report for a request that arrived at `now` carrying `results`."""
         session = self._sessions.get(session_id)
-        if session is None or not session.open:
+        if session is None:
             return []
+        for result in results:
+            if (seen := session.seen.get(result.call_id)) is not None and seen.ended is None:
+                seen.ended = now
         ends = []
         for result in results:
             started = session.open.pop(result.call_id, None)
@@ -143,6 +167,17 @@ class InferredTools:
         if event.kind == "tool_end" and event.tool_end is not None:
             session.open.pop(event.tool_end.call_id, None)
         return True
+
+    def seen(self, session_id: str, call_id: str) -> Seen | None:
+        """The call as the wire showed it, if it did lately."""
+        session = self._sessions.get(session_id)
+        return None if session is None else session.seen.get(call_id)
+
+    def hook_start_time(self, session_id: str, call_id: str, reported: float) -> float:
+        """When a hook's start of `call_id`, dated `reported` by the hook, happened: the wire's start when the
+        wire showed the call over already (the hook came too late to date it), else `reported`."""
+        seen = self.seen(session_id, call_id)
+        return seen.started if seen is not None and seen.ended is not None and seen.ended < reported else reported
 
     def hook_driven(self, session_id: str) -> bool:
         session = self._sessions.get(session_id)
