@@ -25,6 +25,10 @@ Hooks win, and nothing is counted twice (the rule, per session):
 - should a hook's first event come after inference started a call (a harness whose hooks only see tools), a hook
   start of a call id inference already reported is not sent again, and the call is the hook's from then on: its
   end is the hook's, and inference ends only the calls it still holds.
+- a hook's end may come after the wire showed the tool over (Claude Code's PostToolUse runs in the background, so
+  the next model call need not wait for it): the request that carries the result of a call a hook started ends it
+  (`ended`, at the request's arrival), and the hook's end, when it comes, is not sent (nor a hook's start of a call
+  ended so).
 Call ids are the harness's own on both paths (Claude Code's `tool_use_id`, OpenCode's `callID` are the wire's
 ids), which is what makes them comparable.
 
@@ -116,6 +120,10 @@ class _Session:
     hooked: bool = False
     seen: OrderedDict[str, Seen] = field(default_factory=OrderedDict)
     """The latest `SEEN` calls the wire showed, reported or not."""
+    hook_open: dict[str, float] = field(default_factory=dict)
+    """Call id → when its hook start was relayed, for the calls hooks started and have not ended."""
+    ended_for_hooks: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    """The latest `SEEN` calls a hook started that the wire ended: their hook events are not sent."""
 
 
 class InferredTools:
@@ -151,21 +159,33 @@ class InferredTools:
         ends = []
         for result in results:
             started = session.open.pop(result.call_id, None)
+            if started is None and (started := session.hook_open.pop(result.call_id, None)) is not None:
+                session.ended_for_hooks[result.call_id] = None
+                while len(session.ended_for_hooks) > SEEN:
+                    session.ended_for_hooks.popitem(last=False)
             if started is not None:
                 ends.append(End(result.call_id, max(0.0, now - started), result.status))
         return ends
 
-    def hook_event(self, event: protocol.BatchedEvent) -> bool:
-        """Note a hook's event; False when it must not be sent on (a start inference already reported)."""
+    def hook_event(self, event: protocol.BatchedEvent, now: float) -> bool:
+        """Note a hook's event, relayed at `now` (dated by the hook: its start's time); False when it must not be
+        sent on (a start inference already reported, an event of a call the wire ended for the hooks)."""
         if event.kind == "close":
             self.forget(event.session_id)
             return True
         session = self._sessions.setdefault(event.session_id, _Session())
         session.hooked = True
         if event.kind == "tool_start" and event.tool_start is not None:
-            return session.open.pop(event.tool_start.call_id, None) is None
+            call_id = event.tool_start.call_id
+            if call_id in session.ended_for_hooks or session.open.pop(call_id, None) is not None:
+                return False
+            if len(session.hook_open) < MAX_OPEN:
+                session.hook_open[call_id] = now
+            return True
         if event.kind == "tool_end" and event.tool_end is not None:
             session.open.pop(event.tool_end.call_id, None)
+            session.hook_open.pop(event.tool_end.call_id, None)
+            return event.tool_end.call_id not in session.ended_for_hooks
         return True
 
     def seen(self, session_id: str, call_id: str) -> Seen | None:

@@ -334,13 +334,13 @@ class RoutingProxy:
         arrived = time.monotonic()
         context = event.registration.context if event.registration else protocol.AgentContext()
         session = self.sessions.get(event.session_id)
-        if not self.inferred.hook_event(event) or (session is None and event.kind == "close"):
+        start = event.tool_start
+        dated = arrived - (start.age_s or 0.0) if start is not None else arrived
+        happened = self.inferred.hook_start_time(event.session_id, start.call_id, dated) if start else dated
+        if not self.inferred.hook_event(event, happened) or (session is None and event.kind == "close"):
             return {"ok": True, "status": 204}
         router = await self.router(event.session_id, context)
-        if event.kind == "tool_start" and event.tool_start:
-            start = event.tool_start
-            dated = arrived - (start.age_s or 0.0)
-            happened = self.inferred.hook_start_time(event.session_id, start.call_id, dated)
+        if event.kind == "tool_start" and start:
             self._log_tool("hook", "start", event.session_id, start.call_id, dated, tool=start.tool)
             await router.tool_start(start.call_id, start.tool, start.hints, start.program, happened=happened)
         elif event.kind == "tool_end" and event.tool_end:
