@@ -18,7 +18,7 @@ import pytest
 
 from tao_sdk import cli
 
-from .conftest import HELLO_SLEEP_S, MODEL, claude_env, harness
+from .conftest import MODEL, claude_env, harness
 
 HANDLING_S = 2.0
 """The most a harness's own handling may add around a tool (parsing, permission check, the next request) on a
@@ -102,7 +102,7 @@ def assert_same_moments(hooked: list, reported: list, capsys, label: str) -> Non
     """The hooks' moments are the wire's to `SAME_S` (one run); the inferred ones are reported as the wire saw them."""
     with capsys.disabled():
         print(f"\n{label} hooks - wire (same run): {hooked}\n{label} inferred - wire (hooks off): {reported}")
-    assert hooked and all(abs(start) <= SAME_S and (end is None or abs(end) <= SAME_S) for *_, start, end in hooked)
+    assert all(abs(start) <= SAME_S and (end is None or abs(end) <= SAME_S) for *_, start, end in hooked)
     assert all(abs(start) <= REPORTED_S and (end is None or abs(end) <= REPORTED_S) for *_, start, end in reported)
 
 
