@@ -25,8 +25,16 @@ Hooks win, and nothing is counted twice (the rule, per session):
 - should a hook's first event come after inference started a call (a harness whose hooks only see tools), a hook
   start of a call id inference already reported is not sent again, and the call is the hook's from then on: its
   end is the hook's, and inference ends only the calls it still holds.
+- a hook's end may come after the wire showed the tool over (Claude Code's PostToolUse runs in the background, so
+  the next model call need not wait for it): the request that carries the result of a call a hook started ends it
+  (`ended`, at the request's arrival), and the hook's end, when it comes, is not sent (nor a hook's start of a call
+  ended so).
 Call ids are the harness's own on both paths (Claude Code's `tool_use_id`, OpenCode's `callID` are the wire's
 ids), which is what makes them comparable.
+
+The wire is read for hook-driven sessions too (`seen`: each call's wire start and end, the latest `SEEN` calls of a
+session), though nothing inferred of them is reported: it dates a hook's start that arrives after the wire showed
+the tool over (`hook_start_time`), and it is what `tao proxy --tool-log` writes beside the hooks' reports.
 
 Limits: Claude Code's wait for background tasks is not inferred (its Stop hook sees them, the wire does not);
 subagent tools are inferred like any other (their model calls carry the session's id); a call whose result is
@@ -37,6 +45,7 @@ at most `MAX_OPEN` inferred calls open per session (more are not started); a ses
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +56,7 @@ from .hints import command_hints, program_of
 from .wire_tools import Status, ToolResult, WireToolCall
 
 MAX_OPEN = 64
+SEEN = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,10 +105,25 @@ def _shell_hints(command: str | None, timeout: object, default_ms: int | None) -
 
 
 @dataclass(slots=True)
+class Seen:
+    """One call as the wire showed it (monotonic times)."""
+
+    start: Start
+    started: float
+    ended: float | None = None
+
+
+@dataclass(slots=True)
 class _Session:
     open: dict[str, float] = field(default_factory=dict)
     """Call id → when inference started it, for the calls it started and has not ended."""
     hooked: bool = False
+    seen: OrderedDict[str, Seen] = field(default_factory=OrderedDict)
+    """The latest `SEEN` calls the wire showed, reported or not."""
+    hook_open: dict[str, float] = field(default_factory=dict)
+    """Call id → when its hook start was relayed, for the calls hooks started and have not ended."""
+    ended_for_hooks: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    """The latest `SEEN` calls a hook started that the wire ended: their hook events are not sent."""
 
 
 class InferredTools:
@@ -110,10 +135,14 @@ class InferredTools:
     def started(self, session_id: str, starts: Iterable[Start], now: float) -> list[Start]:
         """The starts to report for a response that just ended at `now`."""
         session = self._sessions.setdefault(session_id, _Session())
-        if session.hooked:
-            return []
         reported = []
         for start in starts:
+            if start.call_id not in session.seen:
+                session.seen[start.call_id] = Seen(start, now)
+                while len(session.seen) > SEEN:
+                    session.seen.popitem(last=False)
+            if session.hooked:
+                continue
             if start.call_id not in session.open and len(session.open) < MAX_OPEN:
                 session.open[start.call_id] = now
                 reported.append(start)
@@ -122,27 +151,53 @@ class InferredTools:
     def ended(self, session_id: str, results: Sequence[ToolResult], now: float) -> list[End]:
         """The ends to report for a request that arrived at `now` carrying `results`."""
         session = self._sessions.get(session_id)
-        if session is None or not session.open:
+        if session is None:
             return []
+        for result in results:
+            if (seen := session.seen.get(result.call_id)) is not None and seen.ended is None:
+                seen.ended = now
         ends = []
         for result in results:
             started = session.open.pop(result.call_id, None)
+            if started is None and (started := session.hook_open.pop(result.call_id, None)) is not None:
+                session.ended_for_hooks[result.call_id] = None
+                while len(session.ended_for_hooks) > SEEN:
+                    session.ended_for_hooks.popitem(last=False)
             if started is not None:
                 ends.append(End(result.call_id, max(0.0, now - started), result.status))
         return ends
 
-    def hook_event(self, event: protocol.BatchedEvent) -> bool:
-        """Note a hook's event; False when it must not be sent on (a start inference already reported)."""
+    def hook_event(self, event: protocol.BatchedEvent, now: float) -> bool:
+        """Note a hook's event, relayed at `now` (dated by the hook: its start's time); False when it must not be
+        sent on (a start inference already reported, an event of a call the wire ended for the hooks)."""
         if event.kind == "close":
             self.forget(event.session_id)
             return True
         session = self._sessions.setdefault(event.session_id, _Session())
         session.hooked = True
         if event.kind == "tool_start" and event.tool_start is not None:
-            return session.open.pop(event.tool_start.call_id, None) is None
+            call_id = event.tool_start.call_id
+            if call_id in session.ended_for_hooks or session.open.pop(call_id, None) is not None:
+                return False
+            if len(session.hook_open) < MAX_OPEN:
+                session.hook_open[call_id] = now
+            return True
         if event.kind == "tool_end" and event.tool_end is not None:
             session.open.pop(event.tool_end.call_id, None)
+            session.hook_open.pop(event.tool_end.call_id, None)
+            return event.tool_end.call_id not in session.ended_for_hooks
         return True
+
+    def seen(self, session_id: str, call_id: str) -> Seen | None:
+        """The call as the wire showed it, if it did lately."""
+        session = self._sessions.get(session_id)
+        return None if session is None else session.seen.get(call_id)
+
+    def hook_start_time(self, session_id: str, call_id: str, reported: float) -> float:
+        """When a hook's start of `call_id`, dated `reported` by the hook, happened: the wire's start when the
+        wire showed the call over already (the hook came too late to date it), else `reported`."""
+        seen = self.seen(session_id, call_id)
+        return seen.started if seen is not None and seen.ended is not None and seen.ended < reported else reported
 
     def hook_driven(self, session_id: str) -> bool:
         session = self._sessions.get(session_id)

@@ -26,6 +26,8 @@ ToolName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 StepId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 NodeName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 ModelName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+MAX_AGE_S = 86_400
+"""The oldest a reported tool start or end may be (`age_s`)."""
 ERROR_MAX_CHARS = 2_000
 """The longest error text a call's report carries; a client cuts a longer one."""
 
@@ -170,12 +172,19 @@ class ToolStartRequest(_Body):
     hints: ToolHints = Field(default_factory=ToolHints)
     program: str | None = Field(default=None, max_length=PROGRAM_MAX_CHARS, pattern=PROGRAM_PATTERN)
     """For a shell tool: the program the command runs (`tao_sdk.hints.program_of`, e.g. `cargo`), never the command."""
+    age_s: float | None = Field(default=None, ge=0, le=MAX_AGE_S)
+    """Seconds between the tool's start and this report being sent (a hook's start-up, a queue): the coordinator
+    starts the tool that long before it received the report, but not before the session's current phase began.
+    Omitted: the tool started when the report arrived."""
 
 
 class ToolEndRequest(_Body):
     call_id: str = Field(min_length=1, max_length=200)
     duration_s: float | None = Field(default=None, ge=0, le=86_400)
     status: Literal["ok", "error", "timeout"] = "ok"
+    age_s: float | None = Field(default=None, ge=0, le=MAX_AGE_S)
+    """Seconds between the tool's end and this report being sent: the coordinator ends the tool that long before it
+    received the report, but not before the tool started. Omitted: it ended when the report arrived."""
 
 
 class BatchedEvent(_Body):

@@ -21,7 +21,11 @@ It also relays tool events from hook processes on `POST /tao/v1/events` (loopbac
 session's coordinator token, so hooks need none. Where no hook reports a session's tools, the proxy infers them from
 the wire: a response that asks for tool calls starts them, the request that carries their results ends them
 (`wire_tools.py` reads the wire, `inferred_tools.py` states the rule by which hooks win and nothing counts twice).
-Sessions idle for `idle_close_s` are closed.
+Each tool start and end is reported with the moment it happened (`age_s`): an inferred one at the wire's moment, a
+hook's at the moment the hook dated it (its own `age_s`), or at the wire's start when the wire showed the tool over
+before the hook's start arrived. With `tool_log` (`tao proxy --tool-log FILE`) every tool boundary the wire shows,
+of hook-driven sessions too, and every hook's, is appended to FILE as a JSON line with its Unix time: the two
+paths side by side in one run. Sessions idle for `idle_close_s` are closed.
 
 A call that waited for a place carries the queue's figures back to the harness as headers
 (`x-tao-queue-position`, `x-tao-estimated-wait`); with `max_queue_wait_s` set, a call whose estimated wait exceeds it
@@ -92,6 +96,8 @@ class ProxyConfig:
     max_queue_wait_s: float | None = None
     """Answer a model call 429 with `Retry-After` when the coordinator estimates its wait for a place above this
     (`queue_headers.py`); None: calls wait for their place, as before."""
+    tool_log: str | None = None
+    """Append every tool boundary seen on the wire or reported by a hook to this file, one JSON line each."""
 
 
 @dataclass
@@ -189,8 +195,12 @@ class RoutingProxy:
         payload = parse_json(raw)
         session_id = self.session_id(request, payload)
         router = await self.router(session_id, context_from(request.headers))
-        for end in self.inferred.ended(session_id, tool_results(payload), arrived):
-            await router.tool_end(end.call_id, end.duration_s, end.status)
+        results = tool_results(payload)
+        for end in self.inferred.ended(session_id, results, arrived):
+            await router.tool_end(end.call_id, end.duration_s, end.status, happened=arrived)
+        for result in results:
+            if (seen := self.inferred.seen(session_id, result.call_id)) is not None and seen.ended == arrived:
+                self._log_tool("wire", "end", session_id, seen.start.call_id, arrived, status=result.status)
         tokens = len(raw) // 4
         model = model_named(payload) if payload is not None else call_model(raw)  # a body too large to infer from
         try:
@@ -241,11 +251,23 @@ class RoutingProxy:
     ) -> None:
         """Report the tool calls a response that ended at `now` asked for, unless hooks report them."""
         calls = reader.calls()
-        if not calls or self.inferred.hook_driven(session_id):
+        if not calls:
             return
         offered = offered_tools(payload)
-        for start in self.inferred.started(session_id, (start_of(call, offered) for call in calls), now):
-            await router.tool_start(start.call_id, start.tool, start.hints, start.program)
+        starts = [start_of(call, offered) for call in calls]
+        for start in self.inferred.started(session_id, starts, now):
+            await router.tool_start(start.call_id, start.tool, start.hints, start.program, happened=now)
+        for start in starts:
+            self._log_tool("wire", "start", session_id, start.call_id, now, tool=start.tool, program=start.program)
+
+    def _log_tool(self, source: str, kind: str, session_id: str, call_id: str, at: float, **more: Any) -> None:
+        """One line of `tool_log`: a tool boundary as `source` (`wire`, `hook`) dated it, `at` (monotonic)."""
+        if self.config.tool_log is None:
+            return
+        wall = time.time() - (time.monotonic() - at)
+        line = {"source": source, "kind": kind, "session_id": session_id, "call_id": call_id, "at": wall, **more}
+        with open(self.config.tool_log, "a", encoding="utf-8") as log_file:
+            log_file.write(json.dumps(line) + "\n")
 
     async def passthrough(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
@@ -309,17 +331,23 @@ class RoutingProxy:
         return web.json_response({"results": results})
 
     async def _relay_one(self, event: protocol.BatchedEvent) -> dict[str, Any]:
+        arrived = time.monotonic()
         context = event.registration.context if event.registration else protocol.AgentContext()
         session = self.sessions.get(event.session_id)
-        if not self.inferred.hook_event(event) or (session is None and event.kind == "close"):
+        start = event.tool_start
+        dated = arrived - (start.age_s or 0.0) if start is not None else arrived
+        happened = self.inferred.hook_start_time(event.session_id, start.call_id, dated) if start else dated
+        if not self.inferred.hook_event(event, happened) or (session is None and event.kind == "close"):
             return {"ok": True, "status": 204}
         router = await self.router(event.session_id, context)
-        if event.kind == "tool_start" and event.tool_start:
-            start = event.tool_start
-            await router.tool_start(start.call_id, start.tool, start.hints, start.program)
+        if event.kind == "tool_start" and start:
+            self._log_tool("hook", "start", event.session_id, start.call_id, dated, tool=start.tool)
+            await router.tool_start(start.call_id, start.tool, start.hints, start.program, happened=happened)
         elif event.kind == "tool_end" and event.tool_end:
             end = event.tool_end
-            await router.tool_end(end.call_id, end.duration_s, end.status)
+            happened = arrived - (end.age_s or 0.0)
+            self._log_tool("hook", "end", event.session_id, end.call_id, happened, status=end.status)
+            await router.tool_end(end.call_id, end.duration_s, end.status, happened=happened)
         elif event.kind == "close":
             del self.sessions[event.session_id]
             await router.close()

@@ -28,6 +28,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="answer a model call 429 with Retry-After when the coordinator estimates its wait for a place above "
         "this many seconds; the session keeps its place (default: calls wait)",
     )
+    parser.add_argument(
+        "--tool-log",
+        metavar="FILE",
+        help="append every tool start and end seen on the wire or reported by a hook to FILE, one JSON line each "
+        "(to compare the two paths in one run)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
                 idle_close_s=args.idle_close_s,
                 api_key=args.api_key,
                 max_queue_wait_s=args.max_queue_wait_s,
+                tool_log=args.tool_log,
             )
         )
     except ConfigurationError as error:

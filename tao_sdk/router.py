@@ -156,11 +156,15 @@ class SyncRouter(RouterCore):
     def llm_end(self, grant: Grant, usage: Any, duration_s: float) -> None:
         self._report(self.llm_end_report(grant, usage, duration_s))
 
-    def tool_start(self, call_id: str, tool: str, hints: ToolHints, program: str | None = None) -> None:
-        self._report(self.tool_start_report(call_id, tool, hints, program))
+    def tool_start(
+        self, call_id: str, tool: str, hints: ToolHints, program: str | None = None, happened: float | None = None
+    ) -> None:
+        """Report a tool's start; `happened`: when it started (`time.monotonic()`), if before now."""
+        self._report(self.tool_start_report(call_id, tool, hints, program, happened))
 
-    def tool_end(self, call_id: str, duration_s: float | None, status: str) -> None:
-        self._report(self.tool_end_report(call_id, duration_s, status))
+    def tool_end(self, call_id: str, duration_s: float | None, status: str, happened: float | None = None) -> None:
+        """Report a tool's end; `happened`: when it ended (`time.monotonic()`), if before now."""
+        self._report(self.tool_end_report(call_id, duration_s, status, happened))
 
     def heartbeat_if_due(self) -> None:
         self._report(self.heartbeat_report())
@@ -257,11 +261,17 @@ class AsyncRouter(RouterCore):
     async def llm_end(self, grant: Grant, usage: Any, duration_s: float) -> None:
         self._report(self.llm_end_report(grant, usage, duration_s))
 
-    async def tool_start(self, call_id: str, tool: str, hints: ToolHints, program: str | None = None) -> None:
-        self._report(self.tool_start_report(call_id, tool, hints, program))
+    async def tool_start(
+        self, call_id: str, tool: str, hints: ToolHints, program: str | None = None, happened: float | None = None
+    ) -> None:
+        """Report a tool's start; `happened`: when it started (`time.monotonic()`), if before now."""
+        self._report(self.tool_start_report(call_id, tool, hints, program, happened))
 
-    async def tool_end(self, call_id: str, duration_s: float | None, status: str) -> None:
-        self._report(self.tool_end_report(call_id, duration_s, status))
+    async def tool_end(
+        self, call_id: str, duration_s: float | None, status: str, happened: float | None = None
+    ) -> None:
+        """Report a tool's end; `happened`: when it ended (`time.monotonic()`), if before now."""
+        self._report(self.tool_end_report(call_id, duration_s, status, happened))
 
     async def heartbeat_if_due(self) -> None:
         self._report(self.heartbeat_report())

@@ -7,7 +7,9 @@ in where the plan waits), `Pause`, or `FLUSH` the reports queued before it — a
 bounds (`router.py` states them) are the same because they are this code.
 
 Reports (`llm_end`, tool events, heartbeats) are built here as `Report`s, for the router to queue; a router sends
-them one at a time, in order, each with `report_plan`.
+them one at a time, in order, each with `report_plan`. A tool report given the moment its tool started or ended
+(`happened`, on the monotonic clock: `tao proxy` gives the wire's moment, or a hook's) carries `age_s`, the time
+since, computed when it is sent: the time it waited in the queue is not counted as the tool's.
 """
 
 from __future__ import annotations
@@ -16,12 +18,12 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import httpx2
 
 from .calls import CONVERGE, REGISTER, REPORT_ERRORS, Attempt, Calls, Grant, Step, check
-from .protocol import ToolHints
+from .protocol import MAX_AGE_S, ToolHints
 from .queue_state import GiveUp, LongQueue
 from .replicas import Failover, NotLeader, not_leader
 
@@ -56,8 +58,24 @@ class Flush:
 FLUSH = Flush()
 
 Plan = Generator[Send | Pause | Flush, Any, Result]
-Report = tuple[str, str, Any]
-"""A report to send in the background: method, path, JSON body."""
+
+
+class Report(NamedTuple):
+    """A report to send in the background."""
+
+    method: str
+    path: str
+    body: Any = None
+    happened: float | None = None
+    """For a tool start or end: when it happened (`time.monotonic()`); None: when it is sent."""
+
+
+def aged(body: Any, happened: float | None) -> Any:
+    """`body` with its `age_s`, the time since `happened` (plus any age it carries), as of now."""
+    if happened is None:
+        return body
+    age = max(0.0, time.monotonic() - happened) + body.get("age_s", 0.0)
+    return {**body, "age_s": round(min(age, MAX_AGE_S), 4)}
 
 
 class RouterCore(Calls, ABC):
@@ -129,19 +147,19 @@ class RouterCore(Calls, ABC):
             self.detach(error, time.monotonic())
             return self.fallback_after(refused)
 
-    def report_plan(self, method: str, path: str, body: Any = None) -> Plan[None]:
+    def report_plan(self, method: str, path: str, body: Any = None, happened: float | None = None) -> Plan[None]:
         """Send one report; a refused tool_start is sent again after the reports that converge the session."""
         now = time.monotonic()
         if not self.state.registered:
             return
         try:
-            response = yield from self._leader_request(method, path, body)
+            response = yield from self._leader_request(method, path, aged(body, happened))
             answer = check(response)
             self.state.heartbeat_due = now + self.state.lease_ttl_s / 3
             if closing := self.resend_after(path, response.status_code, answer):
                 for verb, report in closing:
                     yield from self._post(self.session_path(verb), report)
-                check((yield from self._leader_request(method, path, body)))
+                check((yield from self._leader_request(method, path, aged(body, happened))))
         except REPORT_ERRORS as error:
             self.detach(error, now)
 
@@ -176,13 +194,18 @@ class RouterCore(Calls, ABC):
     def llm_end_report(self, grant: Grant, usage: Any, duration_s: float) -> Report | None:
         if grant.detached:
             return None
-        return "POST", self.session_path("llm_end"), self.llm_end_body(grant, usage, duration_s)
+        return Report("POST", self.session_path("llm_end"), self.llm_end_body(grant, usage, duration_s))
 
-    def tool_start_report(self, call_id: str, tool: str, hints: ToolHints, program: str | None) -> Report:
-        return "POST", self.session_path("tool_start"), self.tool_start_body(call_id, tool, hints, program)
+    def tool_start_report(
+        self, call_id: str, tool: str, hints: ToolHints, program: str | None, happened: float | None = None
+    ) -> Report:
+        body = self.tool_start_body(call_id, tool, hints, program)
+        return Report("POST", self.session_path("tool_start"), body, happened)
 
-    def tool_end_report(self, call_id: str, duration_s: float | None, status: str) -> Report:
-        return "POST", self.session_path("tool_end"), self.tool_end_body(call_id, duration_s, status)
+    def tool_end_report(
+        self, call_id: str, duration_s: float | None, status: str, happened: float | None = None
+    ) -> Report:
+        return Report("POST", self.session_path("tool_end"), self.tool_end_body(call_id, duration_s, status), happened)
 
     def heartbeat_report(self) -> Report | None:
         """A heartbeat when one is due; while detached, a background retry of the coordinator instead."""
@@ -190,5 +213,5 @@ class RouterCore(Calls, ABC):
         if self.state.detached_at is not None:
             self.retry_in_background(now)
         elif now >= self.state.heartbeat_due:
-            return "POST", self.session_path("heartbeat"), None
+            return Report("POST", self.session_path("heartbeat"))
         return None

@@ -19,6 +19,10 @@ Why the relay and not the coordinator: the proxy registers each session under Cl
 `X-Claude-Code-Session-Id` of its model calls) and holds the session's token; a hook process lives for one event
 and has neither. The relay URL is `$TAO_PROXY_URL` (set by `tao install claude-code` in the settings' `env`).
 
+Timing: a tool event carries `age_s`, the time since this hook process (or the shell Claude Code started it with)
+began, so the coordinator dates the start or end when Claude Code ran the hook, not when the report got through
+(Python's start-up, the relay): read from `/proc` (Linux; elsewhere no age is sent).
+
 Invariants: the command always exits 0 and prints nothing (Claude Code would show stdout to the model for some
 events), whatever the payload and whether or not the proxy or the coordinator answer; it returns within
 `$TAO_HOOK_TIMEOUT_S` (1.5 s) plus start-up. Subagent tool calls (payloads with `agent_id`) are not reported: a
@@ -36,6 +40,7 @@ import json
 import os
 import re
 import sys
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -63,8 +68,46 @@ def run(args: argparse.Namespace) -> int:
         events = events_for(payload, os.environ) if isinstance(payload, dict) else []
         events = only_open_waits(events, state_dir(os.environ))
         if events:
-            post_events(proxy_url(), events, _timeout_s(os.environ))
+            post_events(proxy_url(), with_age(events, started_ago()), _timeout_s(os.environ))
     return 0
+
+
+SHELLS = frozenset({"sh", "dash", "bash", "zsh"})
+SHELL_START_S = 2
+"""At most this many seconds between the shell's start and this process's, for the shell to count as the hook's."""
+
+
+def started_ago() -> float | None:
+    """Seconds since this process began, or its parent when that is the shell that ran the hook command (Linux's
+    `/proc`); None where it cannot be read."""
+    try:
+        now = time.clock_gettime(time.CLOCK_BOOTTIME)
+        ticks = os.sysconf("SC_CLK_TCK")
+        _, started = _proc_stat("self")
+        parent_name, parent_started = _proc_stat(str(os.getppid()))
+    except (OSError, ValueError, AttributeError, IndexError):
+        return None
+    if parent_name in SHELLS and 0 <= started - parent_started <= SHELL_START_S * ticks:
+        started = parent_started  # a shell started just for this command (a long-lived one is not the hook's)
+    return max(0.0, now - started / ticks)
+
+
+def _proc_stat(pid: str) -> tuple[str, int]:
+    """A process's name and start time (clock ticks after boot), from `/proc/PID/stat`."""
+    with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat:
+        text = stat.read()
+    name = text[text.index("(") + 1 : text.rindex(")")]
+    return name, int(text[text.rindex(")") + 2 :].split()[19])
+
+
+def with_age(events: list[Event], age_s: float | None) -> list[Event]:
+    """`events` with each tool start and end aged `age_s` (none: as they are)."""
+    if age_s is None:
+        return events
+    for event in events:
+        if (body := event.get(event["kind"])) is not None and event["kind"] in ("tool_start", "tool_end"):
+            body["age_s"] = round(min(age_s, 86_400.0), 4)
+    return events
 
 
 def _timeout_s(env: Mapping[str, str]) -> float:

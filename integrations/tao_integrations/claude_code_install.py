@@ -45,6 +45,10 @@ HOOKS: dict[str, tuple[str | None, int]] = {
     "SessionEnd": (None, 3),
 }
 """Event → (tool matcher, hook timeout in seconds). SessionEnd's 3 s also raises Claude Code's 1.5 s default."""
+BACKGROUND_HOOKS = frozenset({"PostToolUse", "PostToolUseFailure"})
+"""Run with `"async": true` (Claude Code 2.1 runs them without waiting): the next model call does not wait for the
+tool's end to be reported; `tao proxy` ends the tool at that call when the hook has not yet (`inferred_tools.py`).
+PreToolUse stays synchronous: a start reported after the model call that follows the tool could not be placed."""
 MODEL_KEYS = (
     "ANTHROPIC_MODEL",
     "ANTHROPIC_SMALL_FAST_MODEL",
@@ -92,7 +96,10 @@ def installed(settings: dict[str, Any], command: str, env: dict[str, str]) -> di
     hooks = result.setdefault("hooks", {})
     for event, (matcher, timeout) in HOOKS.items():
         group: dict[str, Any] = {} if matcher is None else {"matcher": matcher}
-        group["hooks"] = [{"type": "command", "command": command, "timeout": timeout}]
+        handler: dict[str, Any] = {"type": "command", "command": command, "timeout": timeout}
+        if event in BACKGROUND_HOOKS:
+            handler["async"] = True
+        group["hooks"] = [handler]
         hooks.setdefault(event, []).append(group)
     current = result.setdefault("env", {})
     replaced = {key: current.get(key) for key in env}

@@ -182,14 +182,15 @@ def coordinator(coordinator_factory: Callable[..., Any], fleet: ThreadedFleet) -
 
 
 @pytest.fixture
-def start_proxy(fleet: ThreadedFleet, tmp_path: Path) -> Iterator[Callable[[str, str | None], str]]:
-    """`start(coordinator_url, token)` runs `tao proxy` (fail-open nodes: the fleet) and returns its URL."""
+def start_proxy(fleet: ThreadedFleet, tmp_path: Path) -> Iterator[Callable[..., str]]:
+    """`start(coordinator_url, token, *more)` runs `tao proxy` (fail-open nodes: the fleet; `more`: more of its
+    arguments) and returns its URL."""
     started: list[subprocess.Popen[bytes]] = []
 
-    def start(coordinator_url: str, token: str | None) -> str:
+    def start(coordinator_url: str, token: str | None, *more: str) -> str:
         port = free_port()
         command = [sys.executable, "-m", "tao_sdk.cli", "proxy", "--coordinator", coordinator_url, "--port", str(port)]
-        command += ["--nodes", ",".join(fleet.urls)] + (["--token", token] if token else [])
+        command += ["--nodes", ",".join(fleet.urls)] + (["--token", token] if token else []) + list(more)
         with (tmp_path / f"proxy-{port}.log").open("wb") as log:
             started.append(subprocess.Popen(command, env=python_env(), stdout=log, stderr=subprocess.STDOUT))
         url = f"http://127.0.0.1:{port}"

@@ -1,6 +1,8 @@
 """`opencode run` through `tao proxy` without TAO's plugin: the tools the proxy infers from the wire are the ones the
-plugin reports (name, program, status), and the time the wire shows each one running holds the run the plugin
-timed (see `test_claude_code_hookless.py` for why the windows, not the moments, are compared)."""
+plugin reports (name, program, status), at nearly the same moments: with the plugin, the coordinator's timeline
+starts a tool after the wire's start and ends it before the wire's end by OpenCode's own handling (0.35-1.3 s and
+0.13-0.56 s measured: not within issue 26's 0.2 s); without it, the inferred timeline is the wire's (see
+`test_claude_code_hookless.py`)."""
 
 import json
 import subprocess
@@ -10,8 +12,16 @@ import pytest
 
 from tao_sdk import cli
 
-from .conftest import HELLO_SLEEP_S, MODEL, harness, opencode_env
-from .test_claude_code_hookless import HANDLING_S, timeline, tools_after_their_call
+from .conftest import MODEL, harness, opencode_env
+from .test_claude_code_hookless import (
+    HANDLING_S,
+    SAME_S,
+    assert_same_moments,
+    gaps,
+    timeline,
+    tools_after_their_call,
+    wire_log,
+)
 
 
 @pytest.fixture
@@ -36,20 +46,25 @@ def run_opencode(binary, root, proxy, prompt, plugin):
 def test_without_the_plugin_the_proxy_reports_the_tools_the_plugin_reports(
     opencode, coordinator, start_proxy, tmp_path, capsys
 ):
-    proxy = start_proxy(coordinator.url, coordinator.token)
-    views = {}
+    log = tmp_path / "tools.jsonl"
+    proxy = start_proxy(coordinator.url, coordinator.token, "--tool-log", str(log))
+    views, timings = {}, {}
     for plugin in (True, False):
         lines = run_opencode(opencode, tmp_path, proxy, "opencode hello", plugin)
         assert [line["part"]["text"] for line in lines if line["type"] == "text"][-1] == "All done."
         session_id = lines[0]["sessionID"]
         if plugin:
             coordinator.recorder.wait_closed(session_id)
-        views[plugin] = tools_after_their_call(timeline(coordinator, session_id))
+        view = timeline(coordinator, session_id)
+        views[plugin] = tools_after_their_call(view)
+        timings[plugin] = gaps(view, wire_log(log, session_id))
+    # OpenCode calls the plugin's tool.execute.before 0.35-1.3 s after the response asking for the tool ended, and
+    # its next request leaves 0.13-0.56 s after tool.execute.after (its own handling, and chat.headers waiting for
+    # the plugin's reports): issue 26's 0.2 s is not met here; the figures are printed
     with capsys.disabled():
-        print(f"\nplugin: {views[True]}\nwire:   {views[False]}")
-    [(name, program, status, started, _, ran)] = views[True]
-    [(name_, program_, status_, started_, _, window)] = views[False]
+        print(f"\nopencode plugin - wire (same run): {timings[True]}")
+    assert all(0 <= start <= HANDLING_S and -HANDLING_S <= end <= SAME_S for *_, start, end in timings[True])
+    assert_same_moments([], timings[False], capsys, "opencode")
+    [(name, program, status, *_)] = views[True]
+    [(name_, program_, status_, *_)] = views[False]
     assert (name_, program_, status_) == (name, program, status) == ("bash", "sleep", "ok")
-    assert started_ <= started + 0.05
-    # the window holds the scripted command's sleep; it is bounded by the other run's timed tool plus handling
-    assert HELLO_SLEEP_S - 0.05 <= window <= ran + HANDLING_S

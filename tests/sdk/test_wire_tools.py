@@ -195,18 +195,18 @@ def _hook(kind: str, session_id: str = "s", call_id: str = "a") -> protocol.Batc
 
 def test_a_session_a_hook_has_named_is_never_inferred_and_its_hook_events_pass():
     tools = InferredTools()
-    assert tools.hook_event(_hook("register"))
+    assert tools.hook_event(_hook("register"), 0.0)
     assert tools.hook_driven("s") and tools.started("s", [_start("a")], now=1.0) == []
-    assert tools.hook_event(_hook("tool_start")) and tools.hook_event(_hook("tool_end"))
+    assert tools.hook_event(_hook("tool_start"), 0.0) and tools.hook_event(_hook("tool_end"), 0.0)
     assert tools.ended("s", [ToolResult("a", "ok")], now=2.0) == []
-    assert tools.hook_event(_hook("close")) and not tools.hook_driven("s")
+    assert tools.hook_event(_hook("close"), 0.0) and not tools.hook_driven("s")
 
 
 def test_a_hook_start_of_a_call_inference_reported_is_dropped_and_its_end_is_the_hooks():
     tools = InferredTools()
     tools.started("s", [_start("a"), _start("b")], now=1.0)
-    assert not tools.hook_event(_hook("tool_start", call_id="a"))  # counted already: not sent again
-    assert tools.hook_event(_hook("tool_end", call_id="a"))
+    assert not tools.hook_event(_hook("tool_start", call_id="a"), 0.0)  # counted already: not sent again
+    assert tools.hook_event(_hook("tool_end", call_id="a"), 0.0)
     assert tools.started("s", [_start("c")], now=2.0) == []  # hook-driven from the hook's first event
     ends = tools.ended("s", [ToolResult("a", "ok"), ToolResult("b", "ok")], now=3.0)
     assert [e.call_id for e in ends] == ["b"]  # inference still ends the call only it reported

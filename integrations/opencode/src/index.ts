@@ -13,6 +13,9 @@
  *
  * A bash tool_start also names the `program` its command runs (`programOf`), never the command itself.
  *
+ * A tool_start or tool_end leaves with `age_s`, the time it waited in the session's queue (behind earlier reports),
+ * so the coordinator dates it when the hook ran, not when its report got through.
+ *
  * Invariants: nothing here throws into OpenCode or blocks a tool — reports leave in order per session on a promise
  * chain, each bounded by a timeout, and failures are dropped (fail open); `chat.headers` runs before every model
  * call and waits for the session's queued reports, so the coordinator sees a tool end before the next call even
@@ -199,6 +202,15 @@ function afterStatus(tool: string, output: { output?: unknown; metadata?: unknow
   return typeof metadata.exit === "number" && metadata.exit !== 0 ? "error" : "ok"
 }
 
+/** A tool start or end with `age_s`: the seconds since `queued` (ms, `Date.now()`); other events as they are. */
+function aged(event: RelayEvent, queued: number): RelayEvent {
+  const body = event[event.kind]
+  if ((event.kind !== "tool_start" && event.kind !== "tool_end") || typeof body !== "object" || body === null) {
+    return event
+  }
+  return { ...event, [event.kind]: { ...body, age_s: Math.max(0, Date.now() - queued) / 1000 } }
+}
+
 /** Posts relay events in order per session; `flush` waits for what is queued. Never rejects. */
 class Reporter {
   private chains = new Map<string, Promise<void>>()
@@ -206,8 +218,9 @@ class Reporter {
   constructor(private readonly url: () => string) {}
 
   send(sessionID: string, events: RelayEvent[]): void {
+    const queued = Date.now()
     const previous = this.chains.get(sessionID) ?? Promise.resolve()
-    const next = previous.then(() => this.post(events))
+    const next = previous.then(() => this.post(events.map((event) => aged(event, queued))))
     this.chains.set(sessionID, next)
     void next.then(() => {
       if (this.chains.get(sessionID) === next) this.chains.delete(sessionID)

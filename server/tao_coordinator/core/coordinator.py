@@ -678,18 +678,20 @@ class Coordinator:
         self._tool_starts += 1
         # the tools the acquire before this call said come next: history for a tool that has too little of its own
         expected = session.context.expected_next_tools if self._policy.expected_tools else ()
+        at = state_machine.tool_start_time(session, now, event.age_s)
         tool = self._forecaster.start(
-            rule, event.call_id, event.tool, event.program, event.hints, session.id, now, horizon, expected
+            rule, event.call_id, event.tool, event.program, event.hints, session.id, at, horizon, expected
         )
-        updated = state_machine.tool_start(session, now, tool)
+        updated = state_machine.tool_start(session, at, tool)
         lease = self._lease(now + (event.hints.timeout_s or 0.0))
         self._state.put(replace(updated, lease_expires_at=max(updated.lease_expires_at, lease)))
 
     def _tool_end(self, event: ToolEnd, now: float) -> None:
         session = self._state.session(event.session_id)
-        updated = state_machine.tool_end(session, now, event.call_id)
+        at = state_machine.tool_end_time(session, now, event.call_id, event.age_s)
+        updated = state_machine.tool_end(session, at, event.call_id)
         tool = next(t for t in session.tools if t.call_id == event.call_id)
-        duration = event.duration_s if event.duration_s is not None else max(0.0, now - tool.started_at)
+        duration = event.duration_s if event.duration_s is not None else max(0.0, at - tool.started_at)
         self._forecaster.learn(tool, duration, session.id)
         self._state.put(replace(updated, lease_expires_at=self._lease(now)))
 

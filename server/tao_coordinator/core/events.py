@@ -42,6 +42,15 @@ def _require_seconds(name: str, value: float | None) -> None:
         raise InvalidEvent(name, f"must be a finite non-negative number of seconds, got {value!r}")
 
 
+MAX_AGE_S = 86_400.0
+"""The oldest a reported tool boundary may be (`ToolStart.age_s`, `ToolEnd.age_s`)."""
+
+
+def _require_age(value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_AGE_S:
+        raise InvalidEvent("age_s", f"must be a number of seconds within [0, {MAX_AGE_S:g}], got {value!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class Register:
     session_id: SessionId
@@ -133,11 +142,15 @@ class ToolStart:
     program: str | None = None
     """For a shell tool: the program its command runs (`cargo`, `ls`), a file name of at most 64 characters; None
     when unknown or not a shell tool. Never the command text."""
+    age_s: float = 0.0
+    """How long before it was fed the tool started (a hook's start-up, a report's wait in a queue); the core starts
+    it then, but never before the session's current phase began (`state_machine.tool_start_time`)."""
 
     def __post_init__(self) -> None:
         _require_id("session_id", self.session_id)
         _require_id("call_id", self.call_id)
         _require_id("tool", self.tool)
+        _require_age(self.age_s)
         _require_seconds("hints.timeout_s", self.hints.timeout_s)
         _require_seconds("hints.sleep_s", self.hints.sleep_s)
         if self.hints.deadline is not None and not math.isfinite(self.hints.deadline):
@@ -156,11 +169,15 @@ class ToolEnd:
     duration_s: float | None = None
     """Measured by the client; when absent the coordinator uses the time since tool_start."""
     status: str = "ok"
+    age_s: float = 0.0
+    """How long before it was fed the tool ended; the core ends it then, but never before it started nor before
+    the session's current phase began (`state_machine.tool_end_time`)."""
 
     def __post_init__(self) -> None:
         _require_id("session_id", self.session_id)
         _require_id("call_id", self.call_id)
         _require_seconds("duration_s", self.duration_s)
+        _require_age(self.age_s)
         if self.status not in TOOL_STATUSES:
             raise InvalidEvent("status", f"must be one of {', '.join(TOOL_STATUSES)}, got {self.status!r}")
 

@@ -12,7 +12,10 @@ returns a new `AgentSession` (version + 1) or raises `IllegalTransition` and cha
 Beyond the diagram, and why:
 - several LLM calls of one session may overlap (harnesses make side calls): IN_LLM counts them;
 - several tools may run at once (parallel tool calls): IN_TOOL keeps a set of call ids and ends with the last;
-- tool_start from READY or WAITING: a harness runs its tool calls one after another without an LLM call between.
+- tool_start from READY or WAITING: a harness runs its tool calls one after another without an LLM call between;
+- a tool boundary reported late (`age_s`: a hook's start-up, a queue) happened at `now - age_s`, but never before the
+  session's current phase began (nor, for an end, before the tool started): `tool_start_time`, `tool_end_time`. With
+  no age the time is `now`, exactly.
 """
 
 from __future__ import annotations
@@ -68,6 +71,22 @@ def llm_end(session: AgentSession, now: float, **updates: object) -> AgentSessio
     if session.llm_calls > 1:
         return _next(session, now, llm_calls=session.llm_calls - 1, **updates)
     return _next(session, now, phase=Phase.ADMITTED, llm_calls=0, **updates)
+
+
+def tool_start_time(session: AgentSession, now: float, age_s: float) -> float:
+    """When a tool reported `age_s` after its start, at `now`, started: not before the session's phase began."""
+    if not age_s:
+        return now
+    return min(now, max(now - age_s, session.phase_since))
+
+
+def tool_end_time(session: AgentSession, now: float, call_id: str, age_s: float) -> float:
+    """When a running tool reported `age_s` after its end, at `now`, ended: not before the session's phase began,
+    nor before the tool started."""
+    if not age_s:
+        return now
+    started = next((tool.started_at for tool in session.tools if tool.call_id == call_id), now)
+    return min(now, max(now - age_s, session.phase_since, started))
 
 
 def tool_start(session: AgentSession, now: float, tool: RunningTool) -> AgentSession:

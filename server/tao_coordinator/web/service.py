@@ -221,7 +221,7 @@ class CoordinatorService:
                 decision = self.decisions.plan(job.id, event.plan, solve_s, outcome, actions, core.holders, core.nodes)
             elif isinstance(event, Acquire):
                 self.decisions.acquired(before, actions, core.sessions, core.nodes)
-            self.timelines.observe(event, before, core.sessions, actions, time.time(), decision)
+            self.timelines.observe(event, before, core.sessions, actions, time.time(), decision, now)
         except Exception:
             # what the core decided must be carried out whatever happens to the record of it: a lost StartPlan
             # would leave the planner waiting for a plan nobody solves, and every session without a place with it

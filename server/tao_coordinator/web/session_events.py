@@ -37,7 +37,7 @@ async def apply(service: CoordinatorService, session_id: str, kind: SessionEvent
         case "tool_start", protocol.ToolStartRequest():
             service.feed(tool_start_event(service, session_id, body))
         case "tool_end", protocol.ToolEndRequest():
-            await service.tool_end(ToolEnd(session_id, body.call_id, body.duration_s, body.status))
+            await service.tool_end(ToolEnd(session_id, body.call_id, body.duration_s, body.status, body.age_s or 0.0))
         case "llm_end", protocol.LlmEndRequest():
             service.end_llm_call(llm_end_event(service, session_id, body))
         case "heartbeat", None:
@@ -55,7 +55,7 @@ def tool_start_event(service: CoordinatorService, session_id: str, body: protoco
     hints = body.hints
     deadline = service.wall_to_core(hints.deadline) if hints.deadline is not None else None
     core_hints = model.DurationHints(hints.timeout_s, hints.sleep_s, hints.background, deadline)
-    return ToolStart(session_id, body.call_id, body.tool, core_hints, body.program)
+    return ToolStart(session_id, body.call_id, body.tool, core_hints, body.program, body.age_s or 0.0)
 
 
 def llm_end_event(service: CoordinatorService, session_id: str, body: protocol.LlmEndRequest) -> LlmEnd:

@@ -10,7 +10,9 @@ Bounds: a session keeps its latest `ENTRIES` entries, all kinds together (older 
 `truncated`); a closed session's timeline is kept until `CLOSED_KEPT` sessions closed after it. Entries are slotted
 records (the protocol's models are built only for a view), and the text they keep — call ids, tool names, programs,
 errors — is clipped to `TEXT_BYTES` of UTF-8 each, so a full timeline costs tens of KiB whatever its clients send
-(`limits.py`). Times are Unix times taken when the service fed the event, not the core's clock.
+(`limits.py`). Times are Unix times taken when the service fed the event, not the core's clock; a tool start or end
+reported late (`age_s`) is shown when the core placed it (`state_machine.tool_start_time`, `tool_end_time`), and so
+is the phase it began.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ..core.decision import PlanDecision
 from ..core.events import Acquire, Close, Event, LlmEnd, Register, ToolEnd, ToolStart
 from ..core.model import AgentSession, Phase
 from ..core.plan import PlanFinished
+from ..core.state_machine import tool_end_time
 
 ENTRIES = 256
 CLOSED_KEPT = 1_000
@@ -113,6 +116,19 @@ class _Timeline:
         self.entries.append(entry)
 
 
+def _lateness(
+    event: Event | PlanFinished, before: AgentSession | None, sessions: Mapping[str, AgentSession], now: float | None
+) -> float:
+    """How long before it was fed the core placed a tool start or end that came with an age; 0 otherwise."""
+    if now is None or not isinstance(event, ToolStart | ToolEnd) or not event.age_s:
+        return 0.0
+    if isinstance(event, ToolEnd):
+        return 0.0 if before is None else now - tool_end_time(before, now, event.call_id, event.age_s)
+    after = sessions.get(event.session_id)
+    started = next((tool.started_at for tool in after.tools if tool.call_id == event.call_id), now) if after else now
+    return now - started
+
+
 class Timelines:
     def __init__(self, acquire_admission: str, entries: int = ENTRIES, closed_kept: int = CLOSED_KEPT) -> None:
         """`acquire_admission`: what gives a session without a place one at its acquire, `fast-admission` or
@@ -131,20 +147,24 @@ class Timelines:
         actions: Sequence[Action],
         at: float,
         plan: PlanDecision | None = None,
+        now: float | None = None,
     ) -> None:
+        """`at`: the Unix time the event was fed; `now`: the core's clock then (without it, a late tool boundary is
+        shown when it was fed)."""
         touched = {action.session_id for action in actions if isinstance(action, Route | Expired)}
         if plan is not None:
             self._plan(plan, at)
             touched |= {*plan.admitted, *plan.interrupted, *plan.moved}
         session_id: str | None = getattr(event, "session_id", None)
-        timeline = self._event(event, before, sessions, actions, at) if session_id is not None else None
+        happened = at - _lateness(event, before, sessions, now)
+        timeline = self._event(event, before, sessions, actions, happened) if session_id is not None else None
         if timeline is not None:
             touched.add(timeline.session_id)
         for action in actions:
             if isinstance(action, Expired) and (expired := self.live.get(action.session_id)) is not None:
                 expired.closed_by = "lease"
         for touched_id in sorted(touched):
-            self._sync(touched_id, sessions.get(touched_id), at)
+            self._sync(touched_id, sessions.get(touched_id), happened if touched_id == session_id else at)
 
     def _event(
         self,

@@ -8,6 +8,8 @@ Invariants:
 - a session that closes while its row is written keeps the row (the tool did run that long), and the answer is then
   the core's error; a client that hangs up does not stop a stored row from being fed;
 - a repeat of a tool end being stored waits for the first, then is judged afresh;
+- a tool end that came with an age (`age_s`) is fed with the time its row took to store added to it, so the core
+  dates it where its duration was measured;
 - with `--redis` there is no store here: the end is fed at once, and the replica writes the row before the answer
   (`replica.py`).
 """
@@ -19,10 +21,11 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from ..core.events import ToolEnd
+from ..core.events import MAX_AGE_S, ToolEnd
 from ..core.forecast import learned_duration
 from ..core.model import RunningTool
 from ..core.state_machine import tool_end as checked_tool_end
+from ..core.state_machine import tool_end_time
 from ..store import HistoryStore, StoreUnavailable, ToolRow
 from .core_slot import CoreSlot
 
@@ -55,23 +58,29 @@ class ToolEnds:
         now = asyncio.get_running_loop().time()
         checked_tool_end(session, now, event.call_id)  # raises as feeding it would, and changes nothing
         running = next(tool for tool in session.tools if tool.call_id == event.call_id)
-        duration = event.duration_s if event.duration_s is not None else max(0.0, now - running.started_at)
-        ended = replace(event, duration_s=duration)
+        ended = tool_end_time(session, now, event.call_id, event.age_s)
+        duration = event.duration_s if event.duration_s is not None else max(0.0, ended - running.started_at)
+        event = replace(event, duration_s=duration)
         row = (running.tool, running.program, learned_duration(running.hints, duration), time.time())
         if self.store is None:
-            self.commit(ended, running, row)
+            self.commit(event, running, row)
             return
-        ending = asyncio.ensure_future(self._store_then_commit(self.store, ended, running, row))
+        ending = asyncio.ensure_future(self._store_then_commit(self.store, event, running, row, now))
         self._ending[key] = ending
         ending.add_done_callback(lambda done: self._ended(key, done))
         await asyncio.shield(ending)  # a client that hangs up does not stop a stored row from being fed
 
-    async def _store_then_commit(self, store: HistoryStore, event: ToolEnd, running: RunningTool, row: ToolRow) -> None:
+    async def _store_then_commit(
+        self, store: HistoryStore, event: ToolEnd, running: RunningTool, row: ToolRow, judged: float
+    ) -> None:
         try:
             await asyncio.wrap_future(store.record(*row))
         except StoreUnavailable:
             self.refused()
             raise
+        if event.age_s:  # dated as it was judged above: the time its row took to store is not the tool's
+            waited = asyncio.get_running_loop().time() - judged
+            event = replace(event, age_s=min(MAX_AGE_S, event.age_s + waited))
         self.commit(event, running, row)
 
     def _ended(self, key: tuple[str, str], done: asyncio.Task[None]) -> None:
