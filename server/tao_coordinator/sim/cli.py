@@ -205,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
         if args.cpu_kv_gib:
             profile = with_cpu_tier(profile, args.cpu_kv_gib)
         small = _small_nodes(args)
-        max_context = args.max_context or small.max_context(profile.model_len_limit)
+        max_context = args.max_context or profile.model_len_limit
         workload = load_workload(
             args.trace, max_context, args.limit_traces, args.seed, args.sessions, small.side_call_rate
         )

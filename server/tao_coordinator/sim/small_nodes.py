@@ -1,9 +1,10 @@
 """`tao sim`'s two-model options: small-model nodes beside the main ones, and the side-call stress multiplier.
 
 A fleet without small nodes (`--small-nodes 0`, the default) is the one-model fleet of before: its run, its output
-and its JSON are unchanged. With small nodes the JSON's `fleet` names them and their profile, and the context cap
-defaults to the smaller of the two profiles' limits (a session is kept whole, and its small-model calls run on the
-small nodes).
+and its JSON are unchanged. With small nodes the JSON's `fleet` names them and their profile. The context cap stays
+the main nodes' limit: it bounds sessions, which the main model serves; a small-model call longer than the small
+nodes' limit is refused by its node and counted as rejected (the measured side calls and Explore agents stay far
+below it).
 """
 
 from __future__ import annotations
@@ -47,9 +48,6 @@ class SmallNodes:
 
     def simulation_kwargs(self) -> dict[str, Any]:
         return {"small_nodes": self.nodes, "small_profile": self.profile}
-
-    def max_context(self, main_limit: int) -> int:
-        return main_limit if self.profile is None else min(main_limit, self.profile.model_len_limit)
 
     def fleet_line(self) -> str:
         if self.profile is None:
