@@ -77,9 +77,9 @@ def test_engine_inter_token_latency_matches_the_decode_table(tp, batch, expected
 
 
 def test_unknown_profile_names_the_known_ones():
-    with pytest.raises(UnknownProfile, match="known profiles: h100-tp1, h100-tp2, h100-tp4"):
+    with pytest.raises(UnknownProfile, match="known profiles: h100-tp1, h100-tp1-8b, h100-tp2, h100-tp4"):
         profile_by_name("h100-tp3")
-    assert set(BUILTIN_PROFILES) >= {"h100-tp1", "h100-tp2", "h100-tp4"}
+    assert set(BUILTIN_PROFILES) >= {"h100-tp1", "h100-tp2", "h100-tp4", "h100-tp1-8b"}
 
 
 def test_a_user_profile_from_a_toml_like_table():

@@ -16,6 +16,7 @@ from ..progress import Progress
 from .node import BUILTIN_PROFILES, NodeProfile, UnknownProfile, profile_by_name
 from .node.profile import with_cpu_tier
 from .plan_timing import PLAN_TIMINGS, PlanTiming
+from .small_nodes import SmallNodes, small_model_calls, small_nodes
 from .workloads import PRESETS, Workload, generate, load_agentx, load_mini_swe
 from .workloads.files import read_records
 from .workloads.rules import GapRule
@@ -89,6 +90,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="leave out wall-clock planner times and charge plans a fixed delay (JSON identical across runs)",
     )
+    from . import small_nodes as two_model
+
+    two_model.add_arguments(parser)
 
 
 def positive_numbers(text: str, name: str) -> list[int]:
@@ -136,12 +140,15 @@ def core_settings(args: argparse.Namespace) -> CoreSettings:
     return CoreSettings.model_validate(chosen)
 
 
-def load_workload(spec: str, max_context: int, limit: int | None, seed: int, sessions: int) -> Workload:
+def load_workload(
+    spec: str, max_context: int, limit: int | None, seed: int, sessions: int, side_call_rate: float = 1.0
+) -> Workload:
     if spec == "synthetic" or spec.startswith("synthetic:"):
         preset = spec.partition(":")[2] or "claude-code"
         if preset not in PRESETS:
             raise UsageError(f"--trace: unknown synthetic preset {preset!r}; known: {', '.join(PRESETS)}")
-        return generate(preset, sessions=limit or sessions, seed=seed, max_context=max_context)
+        rate = side_call_rate
+        return generate(preset, sessions=limit or sessions, seed=seed, max_context=max_context, side_call_rate=rate)
     path = Path(spec)
     if not path.is_file():
         raise UsageError(f"--trace: {spec!r} is neither a file nor synthetic[:PRESET]")
@@ -197,8 +204,16 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--cpu-kv-gib: must be a finite number of GiB, at least 0")
         if args.cpu_kv_gib:
             profile = with_cpu_tier(profile, args.cpu_kv_gib)
+        small = _small_nodes(args)
         max_context = args.max_context or profile.model_len_limit
-        workload = load_workload(args.trace, max_context, args.limit_traces, args.seed, args.sessions)
+        workload = load_workload(
+            args.trace, max_context, args.limit_traces, args.seed, args.sessions, small.side_call_rate
+        )
+        if small.nodes == 0 and small_model_calls(workload):
+            raise UsageError(
+                f"--small-nodes: the workload has {small_model_calls(workload):,} calls for the small model; "
+                "give the fleet small-model nodes to serve them"
+            )
     except (UsageError, UnknownPolicy, UnknownProfile) as error:
         print(f"tao sim: {error}", file=sys.stderr)
         return 2
@@ -206,11 +221,14 @@ def run(args: argparse.Namespace) -> int:
         print("tao sim: the workload has no session left to replay", file=sys.stderr)
         return 2
     print(describe(workload))
-    print(f"fleet: {args.nodes} × {profile.name} ({profile.capacity_tokens:,} KV tokens each{_tier(profile)})")
+    print(
+        f"fleet: {args.nodes} × {profile.name} ({profile.capacity_tokens:,} KV tokens each{_tier(profile)})"
+        + small.fleet_line()
+    )
     print(f"planning: each plan is delivered {_charged(timing, args.plan_delay_ms)} after it starts")
     print(f"credit half-life: {_half_life(settings)}")
     results = [
-        _run_one(workload, policy, concurrency, profile, timing, settings, args)
+        _run_one(workload, policy, concurrency, profile, timing, settings, args, small)
         for policy in policies
         for concurrency in concurrencies
     ]
@@ -221,6 +239,7 @@ def run(args: argparse.Namespace) -> int:
             "node_profile": profile.name,
             "capacity_tokens": profile.capacity_tokens,
             "cpu_kv_gib": args.cpu_kv_gib,
+            **small.fleet_json(),
         }
         planning = {"timing": timing, "delay_ms": args.plan_delay_ms}
         credit = {"half_life_s": settings.credit_half_life_s, "fit": settings.credit_half_life_fit}
@@ -233,6 +252,13 @@ def run(args: argparse.Namespace) -> int:
         written = write_plots(results, directory)
         print(f"plots: {', '.join(p.name for p in written)} in {directory} (--no-plots skips them)")
     return 0
+
+
+def _small_nodes(args: argparse.Namespace) -> SmallNodes:
+    try:
+        return small_nodes(args, args.cpu_kv_gib)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
 
 
 def plots_directory(args: argparse.Namespace) -> Path:
@@ -272,6 +298,7 @@ def _run_one(
     timing: PlanTiming,
     settings: CoreSettings,
     args: argparse.Namespace,
+    small: SmallNodes,
 ) -> RunResult:
     from .driver import FleetSimulation
     from .report import RunResult
@@ -288,6 +315,7 @@ def _run_one(
         plan_delay_s=args.plan_delay_ms / 1e3,
         progress=progress.advance,
         seed=args.seed,
+        **small.simulation_kwargs(),
     )
     started = time.perf_counter()
     metrics = simulation.run(timing=not args.no_timing)

@@ -9,6 +9,13 @@ as they do live (at most one plan in flight; see `core/planner.py`). How much la
 - "fixed": `plan_delay_s` alone (0 by default) — deterministic.
 Sessions replay the closed-loop contract of `workloads/model.py`.
 
+Two models: `small_nodes` nodes named `small-NN` with `small_profile` serve `SMALL_MODEL`, the `node-NN` nodes
+`MAIN_MODEL`. Each node's `NodeUpdate` names the models it serves, every one of them as the live fleet watch feeds
+its scrapes (`web/fleet_watch.py`), and every acquire names its call's model, so the core places each call on a node
+serving it for every policy (`core/eligibility.py`). A side call (`model.py`) is acquired inside the tool phase of
+the next main-model call: the phase's `ToolStart` is sent after the last main-model answer and its `ToolEnd` when the
+next main-model call is wanted. A workload with a model the fleet does not serve is refused before the run.
+
 Calls submitted to a node during one heap entry (the sessions a plan admits together, the first sessions at time 0)
 join the node's next step together, as they would join vLLM's next scheduler step: a node is asked for its next
 event time only after the entry is done, because asking commits the step.
@@ -39,10 +46,10 @@ from ..core.settings import CoreSettings
 from ..core.signals.cache_credit import node_half_life
 from ..core.snapshot import PlanJob, Snapshot
 from .feeds import DEFAULT_SCRAPE_INTERVAL_S, RouterFeeds
-from .metrics import Recorder, RunMetrics, summarize
+from .metrics import Recorder, RunMetrics, summarize, with_side_calls
 from .node import Finished, FirstToken, NodeEngine, NodeProfile, NodeRequest, RequestRejected
 from .plan_timing import PLAN_TIMINGS, PlanTiming
-from .workloads import SessionScript, Workload
+from .workloads import MAIN_MODEL, SMALL_MODEL, SessionScript, Workload
 
 
 @dataclass
@@ -61,6 +68,10 @@ class _Session:
     blocking_children: int = 0
     waiting_for_children: bool = False
     finishing: bool = False
+    tool_call: str = ""
+    """The call id of the tool phase under way (a side call runs inside it); empty between phases."""
+    side_in_phase: bool = False
+    """A side call ran in the tool phase under way: its duration is then measured by the core, not the gap."""
 
 
 @dataclass(order=True)
@@ -86,9 +97,13 @@ class FleetSimulation:
         seed: int = 0,
         scrape_interval_s: float = DEFAULT_SCRAPE_INTERVAL_S,
         on_snapshot: Callable[[Snapshot], None] | None = None,
+        small_profile: NodeProfile | None = None,
+        small_nodes: int = 0,
     ) -> None:
         if concurrency < 1 or nodes < 1:
             raise ValueError("concurrency and nodes must be at least 1")
+        if small_nodes < 0 or (small_nodes and small_profile is None):
+            raise ValueError("small_nodes must be at least 0, and small nodes need a small_profile")
         if plan_timing not in PLAN_TIMINGS or plan_delay_s < 0:
             raise ValueError(f"plan_timing must be one of {PLAN_TIMINGS} and plan_delay_s at least 0")
         self.workload = workload
@@ -97,7 +112,15 @@ class FleetSimulation:
         self.coordinator = Coordinator(chosen, self.settings, inline_planning=False)
         kv_events = Feed.KV_EVENTS in chosen.inputs
         self.engines = {f"node-{k:02d}": NodeEngine(profile, kv_events=kv_events) for k in range(nodes)}
-        self.feeds = RouterFeeds(chosen.inputs, self.engines, scrape_interval_s)
+        self.node_models = dict.fromkeys(self.engines, MAIN_MODEL)
+        """The model each node serves (its role, `workloads/model.py`)."""
+        if small_nodes and small_profile is not None:
+            for k in range(small_nodes):
+                self.engines[f"small-{k:02d}"] = NodeEngine(small_profile, kv_events=kv_events)
+                self.node_models[f"small-{k:02d}"] = SMALL_MODEL
+        _check_models_served(workload, set(self.node_models.values()))
+        served = {node_id: frozenset({model}) for node_id, model in self.node_models.items()}
+        self.feeds = RouterFeeds(chosen.inputs, self.engines, scrape_interval_s, served)
         self.concurrency = concurrency
         self.plan_timing = plan_timing
         self.plan_delay_s = plan_delay_s
@@ -108,6 +131,7 @@ class FleetSimulation:
         self._order = itertools.count()
         self._sessions: dict[str, _Session] = {}
         self._requests: dict[str, _Session] = {}
+        self._side_requests: set[str] = set()
         self._node_wake: dict[str, float | None] = dict.fromkeys(self.engines)
         self._nodes_to_wake: set[str] = set()
         self._tick_at: float | None = None
@@ -115,11 +139,13 @@ class FleetSimulation:
         self._now = 0.0
         self.events = 0
         """Heap entries processed: node steps, session gaps, plan deliveries, ticks."""
-        cpu_tokens = profile.cpu_tier.num_blocks * profile.block_size if profile.cpu_tier else 0
-        for node_id in self.engines:
-            self.coordinator.on_event(
-                NodeUpdate(node_id, profile.capacity_tokens, profile.block_size, cpu_capacity_tokens=cpu_tokens), 0.0
+        for node_id, engine in self.engines.items():
+            node = engine.profile
+            cpu_tokens = node.cpu_tier.num_blocks * node.block_size if node.cpu_tier else 0
+            update = NodeUpdate(
+                node_id, node.capacity_tokens, node.block_size, cpu_capacity_tokens=cpu_tokens, models=served[node_id]
             )
+            self.coordinator.on_event(update, 0.0)
 
     # -- the loop --------------------------------------------------------------------------------------------------
 
@@ -142,12 +168,14 @@ class FleetSimulation:
         preemptions = sum(c.num_preemptions for c in counters)
         coordinator = self.coordinator
         metrics = summarize(self.recorder, preemptions, timing, coordinator.plan_stats, coordinator.mean_horizon_s())
-        tp = next(iter(self.engines.values())).profile.step.tp
+        tps = [engine.profile.step.tp for engine in self.engines.values()]
         metrics = replace(
             metrics,
             cpu_hit_tokens=sum(c.prompt_tokens_by_source.get("external_kv_transfer", 0) for c in counters),
-            pcie_load_s=sum(c.kv_offload_load_seconds for c in counters) / tp,
+            pcie_load_s=sum(c.kv_offload_load_seconds / tp for c, tp in zip(counters, tps, strict=True)),
         )
+        if SMALL_MODEL in self.node_models.values():
+            metrics = with_side_calls(metrics, self.recorder)
         return self._with_half_lives(metrics)
 
     def _with_half_lives(self, metrics: RunMetrics) -> RunMetrics:
@@ -214,6 +242,7 @@ class FleetSimulation:
         while root.parent is not None:
             root = root.parent
         context = AgentProfile(
+            model=script.model,
             harness=script.meta.source,
             shared_prefix_tokens=script.meta.shared_prefix_tokens,
             workflow_id=root.id,
@@ -234,6 +263,9 @@ class FleetSimulation:
             session_id=session_id,
             output_block_runs=spec.output_block_runs,
         )
+        self.recorder.calls_by_node_model[(node_id, spec.model)] += 1
+        if session.script.is_side_call(session.index):
+            self._side_requests.add(request_id)
         engine = self.engines[node_id]
         try:
             engine.submit(request, self._now)
@@ -272,6 +304,8 @@ class FleetSimulation:
             self._event(LlmFirstToken(session.id, node_id))
         waited = event.time - session.wanted_at
         self.recorder.ttfts.append(waited)
+        if event.request_id in self._side_requests:
+            self.recorder.side_ttfts.append(waited)
         self.recorder.engine_ttfts.append(event.ttft)
         if session.after_tool:
             self.recorder.tool_end_to_first_token.append(waited)
@@ -280,6 +314,9 @@ class FleetSimulation:
         session = self._requests.pop(event.request_id)
         recorder = self.recorder
         recorder.requests += 1
+        recorder.side_calls += event.request_id in self._side_requests
+        self._side_requests.discard(event.request_id)
+        recorder.small_model_calls += self.node_models[node_id] == SMALL_MODEL
         recorder.prompt_tokens += event.prompt_tokens
         recorder.cached_tokens += event.cached_tokens
         recorder.completion_tokens += event.completion_tokens
@@ -313,9 +350,11 @@ class FleetSimulation:
                 self._finish(session)
             return
         spec = session.script.requests[session.index]
-        self._event(
-            ToolStart(session.id, f"call-{session.index}", spec.tool, spec.hints or DurationHints(), spec.program)
-        )
+        if not session.tool_call:  # a side call's answer leaves the phase it ran in going
+            session.tool_call = f"call-{session.index}"
+            self._event(
+                ToolStart(session.id, session.tool_call, spec.tool, spec.hints or DurationHints(), spec.program)
+            )
         if session.blocking_children:
             session.waiting_for_children = True
         else:
@@ -323,7 +362,12 @@ class FleetSimulation:
 
     def _depart(self, session: _Session) -> None:
         spec = session.script.requests[session.index]
-        self._event(ToolEnd(session.id, f"call-{session.index}", spec.gap_before_s))
+        if session.script.is_side_call(session.index):
+            session.side_in_phase = True
+        else:
+            duration = None if session.side_in_phase else spec.gap_before_s
+            self._event(ToolEnd(session.id, session.tool_call, duration))
+            session.tool_call, session.side_in_phase = "", False
         session.wanted_at = self._now
         session.after_tool = spec.gap_kind == "tool"
         self._acquire(session)
@@ -332,8 +376,13 @@ class FleetSimulation:
         """Ask for the session's next request (a scrape first, for the routers that read one)."""
         for update in self.feeds.scrape(self._now):
             self._event(update)
-        prompt = session.script.requests[session.index].prompt
-        self._event(Acquire(session.id, expected_input_tokens=prompt.tokens, prompt_block_runs=prompt.block_runs))
+        spec = session.script.requests[session.index]
+        prompt = spec.prompt
+        self._event(
+            Acquire(
+                session.id, expected_input_tokens=prompt.tokens, prompt_block_runs=prompt.block_runs, model=spec.model
+            )
+        )
 
     def _finish(self, session: _Session) -> None:
         now = self._now
@@ -357,6 +406,17 @@ class FleetSimulation:
             parent.waiting_for_children = False
             gap = parent.script.requests[parent.index].gap_before_s
             self._at(now + gap, lambda: self._depart(parent))
+
+
+def _check_models_served(workload: Workload, served: set[str]) -> None:
+    """Refuse a workload with a call for a model no node of the fleet serves (it would be answered 404 live)."""
+    wanted = {request.model for script in workload.scripts for request in script.all_requests()}
+    missing = sorted(wanted - served)
+    if missing:
+        raise ValueError(
+            f"the workload has calls for the {', '.join(missing)} model, which no node serves: "
+            "give the fleet nodes of that model (small nodes)"
+        )
 
 
 def run_simulation(workload: Workload, policy: str, concurrency: int, **kwargs: Any) -> RunMetrics:

@@ -3,6 +3,8 @@
 A policy names the feeds it consumes in `inputs` (`Feed`, `core/policies/base.py`); nothing else is sent, so TAO's runs
 are unchanged by routers' needs and each baseline sees only what its real system sees:
 
+Every scrape names the models each node serves (`models`), as the live fleet watch's do.
+
 - `Feed.NODE_LOAD`: a `/metrics` scrape of every node — running and waiting requests, KV usage, preemptions, the size of
   its CPU tier and the cumulative counters the coordinator measures rates from (`EngineCounters`) — sent as
   `NodeUpdate`s before a call is routed when the last scrape is at least `scrape_interval_s` old. A real poller
@@ -51,6 +53,7 @@ class RouterFeeds:
         inputs: frozenset[Feed],
         engines: Mapping[str, NodeEngine],
         scrape_interval_s: float = DEFAULT_SCRAPE_INTERVAL_S,
+        models: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
         self.node_load = Feed.NODE_LOAD in inputs
         self.kv_events = Feed.KV_EVENTS in inputs
@@ -58,6 +61,7 @@ class RouterFeeds:
         self.engines = engines
         self.scrape_interval_s = scrape_interval_s
         self._scraped_at: float | None = None
+        self.models = models or {}
 
     def scrape(self, now: float) -> list[NodeUpdate]:
         """The scrape due before routing at `now` (empty when load is not fed or the last one is recent)."""
@@ -81,6 +85,7 @@ class RouterFeeds:
                     ),
                     cpu_capacity_tokens=counters.cpu_kv_blocks * profile.block_size,
                     counters=engine_counters(counters, profile.step.tp),
+                    models=self.models.get(node_id),
                 )
             )
         return updates

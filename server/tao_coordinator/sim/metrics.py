@@ -18,6 +18,9 @@ Definitions (every time is virtual seconds unless named `_ms`):
 - credit half-life, per node at the end of the run: the h credit decayed with there (fitted or configured; null
   without decay), what the retention fit estimates whether or not it is used (null before enough evidence), and
   how many retention observations fed it (`core/signals/retention.py`). None in run files written before them;
+- two models (runs with small-model nodes only; None otherwise, and left out of the JSON): side calls answered, their
+  TTFT (mean, p99; they count in TTFT too), and calls answered by small-model nodes (side calls and sub-agents on
+  the small model);
 - CPU tier: prompt tokens loaded from the nodes' CPU tiers, and the link time spent loading them (0 without a tier).
 """
 
@@ -25,7 +28,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ..percentile import percentile
@@ -51,6 +55,11 @@ class Recorder:
     requests: int = 0
     rejected: int = 0
     makespan: float = 0.0
+    side_ttfts: list[float] = field(default_factory=list)
+    side_calls: int = 0
+    small_model_calls: int = 0
+    calls_by_node_model: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """Calls submitted, by (node, model of the call): what the test of eligibility reads."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +94,25 @@ class RunMetrics:
     """Prompt tokens loaded from the nodes' CPU tiers instead of computed (None: run files from before tiers)."""
     pcie_load_s: float | None = None
     """Link time those loads took, summed over nodes (one TP rank's link: ranks load their slices in parallel)."""
+    side_calls: int | None = None
+    side_ttft_mean_s: float | None = None
+    side_ttft_p99_s: float | None = None
+    small_model_calls: int | None = None
+
+
+TWO_MODEL_FIELDS = ("side_calls", "side_ttft_mean_s", "side_ttft_p99_s", "small_model_calls")
+"""Figures of two-model runs only: None, and absent from the JSON, in a run without small-model nodes."""
+
+
+def with_side_calls(metrics: RunMetrics, recorder: Recorder) -> RunMetrics:
+    """`metrics` with the two-model figures of `recorder`."""
+    return replace(
+        metrics,
+        side_calls=recorder.side_calls,
+        side_ttft_mean_s=mean(recorder.side_ttfts),
+        side_ttft_p99_s=percentile(recorder.side_ttfts, 0.99, method="linear"),
+        small_model_calls=recorder.small_model_calls,
+    )
 
 
 def summarize(

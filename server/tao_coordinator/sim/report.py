@@ -3,6 +3,7 @@
 JSON layout: `{"runs": [{"policy", "concurrency", "seed", "metrics": {...}}], "workload": {...}, "fleet": {...},
 "planning": {"timing", "delay_ms"}, "credit": {"half_life_s", "fit"}}` — `planning` says what each plan was charged
 in virtual time, `credit` how cache credit decayed (the configured half-life, and whether it was fitted per node).
+A run's metrics hold the two-model figures (`metrics.TWO_MODEL_FIELDS`) only when it had small-model nodes.
 Floats are rounded to 6 significant digits so the file is stable and readable; NaN (no sample) becomes null.
 """
 
@@ -13,7 +14,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .metrics import RunMetrics
+from .metrics import TWO_MODEL_FIELDS, RunMetrics
 from .workloads import LoadReport
 
 
@@ -44,7 +45,7 @@ def to_json(
 ) -> str:
     document = {
         "runs": [
-            {"policy": r.policy, "concurrency": r.concurrency, "seed": r.seed, "metrics": asdict(r.metrics)}
+            {"policy": r.policy, "concurrency": r.concurrency, "seed": r.seed, "metrics": _metrics(r.metrics)}
             for r in results
         ],
         "workload": {
@@ -63,6 +64,11 @@ def to_json(
         **({"credit": credit} if credit is not None else {}),
     }
     return json.dumps(_clean(document), indent=2, sort_keys=False) + "\n"
+
+
+def _metrics(metrics: RunMetrics) -> dict[str, Any]:
+    """The metrics as a mapping, without the two-model figures of a one-model run."""
+    return {k: v for k, v in asdict(metrics).items() if v is not None or k not in TWO_MODEL_FIELDS}
 
 
 COLUMNS = (
@@ -107,7 +113,22 @@ def render_table(results: list[RunResult]) -> str:
     )
     lines.append("plans: started; cut: applied only up to a step no longer valid; dropped: no step valid")
     lines += [line for result in results if (line := _half_lives(result))]
+    lines += [line for result in results if (line := _side_calls(result))]
     return "\n".join(lines)
+
+
+def _side_calls(result: RunResult) -> str:
+    """One line per two-model run: its side calls, their TTFT, and the calls small-model nodes answered."""
+    metrics = result.metrics
+    if metrics.side_calls is None:
+        return ""
+    ttft = (
+        f"TTFT mean {_format('{:.2f}', metrics.side_ttft_mean_s)} s, p99 {_format('{:.2f}', metrics.side_ttft_p99_s)} s"
+    )
+    return (
+        f"{result.policy} × {result.concurrency}: {metrics.side_calls} side calls ({ttft}); "
+        f"{metrics.small_model_calls} calls on small-model nodes"
+    )
 
 
 def _half_lives(result: RunResult) -> str:

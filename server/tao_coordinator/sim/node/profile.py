@@ -2,7 +2,8 @@
 
 A profile is everything the node model needs to know about hardware, model shape and vLLM server flags. The built-in
 profiles are the H100 estimates of the vLLM reference (§8.2 capacity, §8.4 step model) for a 32B dense model of the
-Qwen3-32B shape (64 layers, 8 KV heads, head dim 128, bf16: 256 KiB of KV per token). Users define their own with
+Qwen3-32B shape (64 layers, 8 KV heads, head dim 128, bf16: 256 KiB of KV per token), and `h100-tp1-8b`, a small
+model of the Qwen3-8B shape on one H100 (the small fast model of a two-model fleet). Users define their own with
 `profile_from_mapping` (for example from a TOML table) or by constructing the dataclasses directly.
 
 Invariants: every profile has at least one usable KV block besides the null block, positive limits and non-negative
@@ -19,6 +20,7 @@ from typing import Any
 from .cpu_tier import GIB, PCIE_GEN5_X16_BYTES_PER_S, CpuTier, cpu_blocks_from_gib, cpu_tier_from_mapping
 
 QWEN3_32B_KV_BYTES_PER_TOKEN = 2 * 64 * 8 * 128 * 2  # (K, V) × layers × KV heads × head dim × bf16 bytes
+QWEN3_8B_KV_BYTES_PER_TOKEN = 2 * 36 * 8 * 128 * 2  # Qwen3-8B config.json: 36 layers, 8 KV heads, head dim 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,12 +139,42 @@ def _h100_qwen3_32b(
     return NodeProfile(name=f"h100-tp{tp}", step=step, num_gpu_blocks=blocks, notes=notes)
 
 
+def _h100_qwen3_8b() -> NodeProfile:
+    """Qwen3-8B (config.json: hidden 4096, 36 layers, 32 query and 8 KV heads of dim 128, vocab 151,936, untied
+    head; 8.19 B parameters, 6.95 B outside the embeddings) on one H100, scaled from the 32B TP=1 profile: the step
+    floor reads the weights (23.4 ms × 15.3 / 61.0 GiB), the per-token cost is the linear layers' FLOPs (0.099 ms ×
+    6.95 / 31.2 B non-embedding parameters), attention and the LM head follow the shapes."""
+    weights_gib = 15.3
+    blocks = gpu_blocks_from_memory(
+        gpu_memory_gib=79.6,
+        gpu_memory_utilization=0.90,
+        weights_gib_per_gpu=weights_gib,
+        overhead_gib=1.7,
+        kv_bytes_per_token=QWEN3_8B_KV_BYTES_PER_TOKEN,
+        tp=1,
+        block_size=16,
+    )
+    step = StepCoefficients(
+        tp=1,
+        linear_floor_s=23.4e-3 * weights_gib / 61.0,
+        linear_per_token_s=0.099e-3 * 6.95 / 31.2,
+        kv_bytes_per_token=QWEN3_8B_KV_BYTES_PER_TOKEN,
+        attention_flops_per_token_pair=4 * 36 * 32 * 128,
+        allreduces_per_step=2 * 36,
+        allreduce_bytes_per_token=4096 * 2,
+        lm_head_bytes=151_936 * 4096 * 2,
+    )
+    notes = f"H100 80GB, Qwen3-8B bf16, TP=1, util 0.90, {weights_gib} GiB weights; scaled from h100-tp1, ±30%"
+    return NodeProfile(name="h100-tp1-8b", step=step, num_gpu_blocks=blocks, notes=notes)
+
+
 BUILTIN_PROFILES: Mapping[str, NodeProfile] = {
     profile.name: profile
     for profile in (
         _h100_qwen3_32b(1, 23.4, 0.099, 250e9, 61.0),
         _h100_qwen3_32b(2, 12.4, 0.051, 250e9, 30.6),
         _h100_qwen3_32b(4, 7.0, 0.026, 200e9, 15.3),
+        _h100_qwen3_8b(),
     )
 }
 

@@ -13,6 +13,8 @@ from .distributions import QuantileTable, SyntheticPreset
 from .files import traces_dir
 from .mini_swe import GEMINI_3_PRO_LLM_TIME, LlmTimeModel, load_mini_swe
 from .model import (
+    MAIN_MODEL,
+    SMALL_MODEL,
     TOOL_FORMAT_ERROR,
     TOOL_START,
     TOOL_SUBAGENT,
@@ -28,12 +30,15 @@ from .model import (
     Workload,
 )
 from .rules import GapRule
-from .synthetic import CLAUDE_CODE, PRESETS, SWE_AGENT, generate
+from .synthetic import CLAUDE_CODE, CLAUDE_CODE_SIDE_CALLS, PRESETS, SWE_AGENT, generate
 
 __all__ = [
     "CLAUDE_CODE",
+    "CLAUDE_CODE_SIDE_CALLS",
     "GEMINI_3_PRO_LLM_TIME",
+    "MAIN_MODEL",
     "PRESETS",
+    "SMALL_MODEL",
     "SWE_AGENT",
     "TOOL_FORMAT_ERROR",
     "TOOL_START",

@@ -14,7 +14,7 @@ import tarfile
 import textwrap
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import fields
+from dataclasses import dataclass, fields, replace
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,8 @@ RESTART_SIZE_CHANGE = 0.1
 """A prefix break whose prompt size changes by more than this share is a restart (compaction, resume); the other
 breaks (51% in the dev traces) stay within it: an early part of the prompt was rewritten and the session went on."""
 MIN_TOOL_SHARE = 0.01
+SMALL_MODEL_MARK = "haiku"
+"""A trace model whose name holds this is Claude Code's small fast model (`ANTHROPIC_SMALL_FAST_MODEL`)."""
 
 FloatArray = npt.NDArray[np.floating[Any]]
 
@@ -264,6 +266,88 @@ def claude_code_preset(agentx_path: Path) -> SyntheticPreset:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class SideCallStatistics:
+    """Claude Code's calls to its small fast model in the AgentX dev traces (`side_call_statistics`)."""
+
+    small_model: str
+    main_calls: int
+    """Main-agent calls to a large model, in traces whose main agent uses one."""
+    side_calls: int
+    """Main-agent calls to the small model in those traces."""
+    side_call_share: float
+    """`side_calls / main_calls`, rounded to 0.0001. A floor: the traces do not record one-shot side calls (the README
+    counts them in `think_time`)."""
+    side_call_prompt_tokens: QuantileTable
+    side_call_output_tokens: QuantileTable
+    side_call_shared_blocks: int
+    """Prompt blocks of side calls that any large-model prompt of the same trace also has."""
+    subagents: int
+    small_subagents: int
+    """Sub-agents every call of which is to the small model."""
+    small_subagent_calls: int
+    small_subagent_types: tuple[tuple[str, int], ...]
+    small_subagent_share: float
+    """`small_subagents / subagents`, rounded to 0.001."""
+
+
+def _is_small(model: str) -> bool:
+    return SMALL_MODEL_MARK in model
+
+
+def _block_ids(entry: Mapping[str, Any]) -> set[int]:
+    return {block for first, count in _trace_runs(entry) for block in range(first, first + count)}
+
+
+def side_call_statistics(agentx_path: Path) -> SideCallStatistics:
+    """Side calls of the main agent, and sub-agents wholly on the small model. Traces whose main agent uses only the
+    small model (2 in dev) are sessions on that model, not side calls, and are left out of the side-call figures."""
+    traces = list(read_records(agentx_path))
+    main_calls, side, shared = 0, [], 0
+    for trace in traces:
+        main, _ = _agents(trace)
+        large = [entry for entry in main if not _is_small(entry["model"])]
+        if not large:
+            continue
+        large_ids = set().union(*(_block_ids(entry) for entry in large))
+        main_calls += len(large)
+        for entry in main:
+            if _is_small(entry["model"]):
+                side.append(entry)
+                shared += len(_block_ids(entry) & large_ids)
+    children = [child for trace in traces for child in _agents(trace)[1]]
+    small = [child for child in children if all(_is_small(entry["model"]) for entry in child["requests"])]
+    small_models = Counter(str(entry["model"]) for entry in side)
+    return SideCallStatistics(
+        small_model=small_models.most_common(1)[0][0],
+        main_calls=main_calls,
+        side_calls=len(side),
+        side_call_share=round(len(side) / main_calls, 4),
+        side_call_prompt_tokens=quantile_table(entry["in"] for entry in side),
+        side_call_output_tokens=quantile_table(entry["out"] for entry in side),
+        side_call_shared_blocks=shared,
+        subagents=len(children),
+        small_subagents=len(small),
+        small_subagent_calls=sum(len(child["requests"]) for child in small),
+        small_subagent_types=tuple(sorted(Counter(str(child["subagent_type"]) for child in small).items())),
+        small_subagent_share=round(len(small) / len(children), 3),
+    )
+
+
+def claude_code_side_calls_preset(agentx_path: Path) -> SyntheticPreset:
+    """The claude-code preset with Claude Code's small-model traffic (`side_call_statistics`) added."""
+    stats = side_call_statistics(agentx_path)
+    return replace(
+        claude_code_preset(agentx_path),
+        name="claude-code-side-calls",
+        small_model=stats.small_model,
+        side_call_share=stats.side_call_share,
+        side_call_prompt_tokens=stats.side_call_prompt_tokens,
+        side_call_output_tokens=stats.side_call_output_tokens,
+        small_subagent_share=stats.small_subagent_share,
+    )
+
+
 def preset_source(constant: str, preset: SyntheticPreset) -> str:
     """The preset as the Python block stored in `synthetic.py` (quantile tables written `Q((…))`)."""
     lines = [f"{constant} = SyntheticPreset("]
@@ -282,6 +366,8 @@ def main(argv: Sequence[str] = ()) -> None:
     print(f"SHARED_PREFIX_TOKENS = {mini_swe_shared_prefix_tokens(root / MINI_SWE_DEV)}")
     print(preset_source("CLAUDE_CODE", claude_code_preset(root / AGENTX_DEV)))
     print(preset_source("SWE_AGENT", swe_agent_preset(root / MINI_SWE_DEV, llm_time)))
+    print(f"# {side_call_statistics(root / AGENTX_DEV)!r}")
+    print(preset_source("CLAUDE_CODE_SIDE_CALLS", claude_code_side_calls_preset(root / AGENTX_DEV)))
 
 
 if __name__ == "__main__":

@@ -82,3 +82,11 @@ class SyntheticPreset:
     subagent_delay_s: float = 0.0
     subagent_turns: QuantileTable | None = None
     subagent_initial_prompt_tokens: QuantileTable | None = None
+    small_model: str = ""
+    """The small fast model of the traces (informational: the simulated fleet serves roles, `workloads/model.py`)."""
+    side_call_share: float = 0.0
+    """Probability that a main-agent call (not the last) is followed by a side call to the small model."""
+    side_call_prompt_tokens: QuantileTable | None = None
+    side_call_output_tokens: QuantileTable | None = None
+    small_subagent_share: float = 0.0
+    """Share of sub-agents whose every call is to the small model (Claude Code's Explore agents)."""

@@ -13,12 +13,22 @@ Replay contract (the driver implements it; every loader and the generator produc
   toward N. When `b` is true the parent's `requests[i+1]` waits for the child: it leaves `gap_before_s` after the
   later of the answer to `requests[i]` and the end of every blocking child launched after `requests[i]` (the gap is
   measured that way in the traces too). A non-blocking child (Claude Code `async_launched`) never delays its parent.
+- Models. `RequestSpec.model` names the model a call is for, by its role in the fleet: `MAIN_MODEL` ("main", the
+  default) or `SMALL_MODEL` ("small", Claude Code's `ANTHROPIC_SMALL_FAST_MODEL`); the simulated fleet maps roles to
+  the nodes serving them. A session's main model is the model of its first request; every request of a script
+  either names it or is a side call. A side call (a request for another model, after the first) is sent
+  `gap_before_s` after the previous answer like any request and the next request waits for its answer, but it
+  happens inside the session's tool phase: the tool that began after the last main-model answer still runs and
+  ends only when the next main-model request is sent (the traces count side calls in `think_time` too). A side call
+  shares no prompt block with the main agent's prompts. A sub-agent on the small model is a child script whose
+  requests all name it.
 - Prompts follow `sim.prompt.Prompt`: 16-token node blocks, prefix-chained ids, ids unique across scripts unless a
   prefix is really shared (see `blocks.py`). `output_block_runs` names the blocks the answer fills when the next
   request of the same agent extends this prompt; empty when it does not, or when there is no next request.
 
 Invariants: `requests` is non-empty; `requests[0].gap_kind == "start"` and its gap is 0; every other request has a
-"tool" or "user" gap ≥ 0; `0 ≤ after_request < len(requests)` for every launch.
+"tool" or "user" gap ≥ 0; `0 ≤ after_request < len(requests)` for every launch; the first request names the
+script's main model.
 """
 
 from __future__ import annotations
@@ -39,6 +49,10 @@ TOOL_UNKNOWN = "<tool>"
 """Placeholder for a tool whose name the trace does not record (all AgentX tool results except sub-agents)."""
 TOOL_SUBAGENT = "Task"
 """Claude Code's sub-agent tool: the gap before the parent's next request after a blocking child."""
+MAIN_MODEL = "main"
+"""The role of the model a session's own calls use (the fleet's large model)."""
+SMALL_MODEL = "small"
+"""The role of the small fast model: Claude Code's side calls and its Explore sub-agents (haiku in the traces)."""
 TOOL_FORMAT_ERROR = "<format-error>"
 """mini-swe-agent reply without exactly one bash block: nothing ran, the harness answered with an error text."""
 
@@ -58,10 +72,14 @@ class RequestSpec:
     output_block_runs: tuple[BlockRun, ...] = ()
     program: str | None = None
     """For a shell tool: the program its command ran first, as a live client would report it."""
+    model: str = MAIN_MODEL
+    """The role of the model the call is for (`MAIN_MODEL`, `SMALL_MODEL`); see the module docstring."""
 
     def __post_init__(self) -> None:
         if self.output_tokens < 0 or self.gap_before_s < 0:
             raise ValueError("output_tokens and gap_before_s must be non-negative")
+        if not self.model:
+            raise ValueError("model: name the model role of the call (MAIN_MODEL or SMALL_MODEL)")
 
     @property
     def context_tokens(self) -> int:
@@ -103,6 +121,15 @@ class SessionScript:
             raise ValueError(f"{self.id}: a script needs at least one request")
         if any(not 0 <= launch.after_request < len(self.requests) for launch in self.subagents):
             raise ValueError(f"{self.id}: a sub-agent launch points outside the parent's requests")
+
+    @property
+    def model(self) -> str:
+        """The script's main model: its first request's."""
+        return self.requests[0].model
+
+    def is_side_call(self, index: int) -> bool:
+        """Whether `requests[index]` is a side call: a call for another model than the script's main one."""
+        return self.requests[index].model != self.model
 
     def all_requests(self) -> tuple[RequestSpec, ...]:
         """Own requests, then each child's (recursively), in launch order."""

@@ -9,13 +9,21 @@ turn is a user gap with `user_turn_share`, else a tool gap with a tool drawn fro
 launch sub-agents (`subagent_*`). The prompt ids follow the same rules as the loaders: one shared prefix per preset
 (slot 0), one linear id range per session that every prompt extends, fresh ids after a prefix break.
 
+Two models (`workloads/model.py`): with `side_call_share`, a main-agent call (not the last) is followed by a side call
+to the small model with that probability — sent as soon as the answer arrives, inside the tool phase of the next
+request (it copies that request's gap kind, tool and hints), with a prompt of its own ids (the traces share no block
+between side calls and the main prompts) — and with `small_subagent_share` a sub-agent runs wholly on the small model.
+Presets without them draw nothing for them, so their sessions are the same as before two models existed.
+
 Knobs: `scale` multiplies every token count (so a fake fleet with small nodes can run the shape in a one-minute
 demo), `turn_scale` the turns, `time_scale` the gaps (after the gap rule). Sessions are deterministic for
 `(preset, seed, index)`: the i-th session of a workload does not depend on how many sessions are asked for, as long as
-no context cap removes earlier ones (slots are handed out in order).
+no context cap removes earlier ones (slots are handed out in order). `side_call_rate` multiplies the preset's
+side-call share (a stress knob; the result is capped at 1).
 
 The preset constants below are the output of `calibration.claude_code_preset(agentx_cc/dev.jsonl.gz)` and
-`calibration.swe_agent_preset(mini_swe_agent/steps_dev.jsonl.gz)`; `tests/sim/test_workload_synthetic.py` checks that
+`calibration.swe_agent_preset(mini_swe_agent/steps_dev.jsonl.gz)`, and `CLAUDE_CODE_SIDE_CALLS` of
+`calibration.claude_code_side_calls_preset(agentx_cc/dev.jsonl.gz)`; `tests/sim/test_workload_synthetic.py` checks that
 they still match when the trace files are present.
 """
 
@@ -23,7 +31,7 @@ from __future__ import annotations
 
 import random
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import count
 
 from ...core.model import BlockRun, DurationHints
@@ -32,6 +40,8 @@ from .blocks import NODE_BLOCK_TOKENS, SYNTHETIC, namespace_base, output_block_r
 from .distributions import QuantileTable as Q
 from .distributions import SyntheticPreset
 from .model import (
+    MAIN_MODEL,
+    SMALL_MODEL,
     TOOL_START,
     TOOL_SUBAGENT,
     TOOL_USER,
@@ -101,8 +111,21 @@ SWE_AGENT = SyntheticPreset(
     subagent_turns=None,
     subagent_initial_prompt_tokens=None,
 )
+# `calibration.side_call_statistics(agentx_cc/dev.jsonl.gz)`: 133 small-model (haiku) calls among 24,202 large-model
+# calls of the main agents (0.0055, a floor: one-shot side calls are not recorded), sharing 0 blocks with the main
+# prompts; 26 of 31 sub-agents (all Explore, 275 calls) wholly on the small model (0.839).
+CLAUDE_CODE_SIDE_CALLS = replace(
+    CLAUDE_CODE,
+    name="claude-code-side-calls",
+    small_model="claude-haiku-4-5-20251001",
+    side_call_share=0.0055,
+    side_call_prompt_tokens=Q((9473.0, 10352.0, 11656.0, 12522.0, 29233.0, 45975.0, 60908.0, 69589.0, 73247.0, 80501.0,
+        81608.0, 81685.0)),
+    side_call_output_tokens=Q((69.0, 91.0, 99.0, 105.0, 120.0, 161.0, 431.0, 1543.0, 2844.0, 3824.0, 5267.0, 5472.0)),
+    small_subagent_share=0.839,
+)
 # fmt: on
-PRESETS = {preset.name: preset for preset in (CLAUDE_CODE, SWE_AGENT)}
+PRESETS = {preset.name: preset for preset in (CLAUDE_CODE, SWE_AGENT, CLAUDE_CODE_SIDE_CALLS)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,9 +148,14 @@ def generate(
     time_scale: float = 1.0,
     max_context: int | None = None,
     gap_rule: GapRule | None = None,
+    side_call_rate: float = 1.0,
 ) -> Workload:
     """`sessions` scripts; with `max_context`, sessions whose peak passes it are drawn again (and reported)."""
     chosen = PRESETS[preset] if isinstance(preset, str) else preset
+    if not 0 <= side_call_rate < float("inf"):
+        raise ValueError(f"side_call_rate must be a finite number at least 0, got {side_call_rate!r}")
+    if side_call_rate != 1.0:
+        chosen = replace(chosen, side_call_share=min(1.0, chosen.side_call_share * side_call_rate))
     knobs = Knobs(scale, turn_scale, time_scale)
     if max_context is not None and max_context <= knobs.tokens(chosen.initial_prompt_tokens.at(0.0)):
         raise ValueError(f"max_context {max_context} is too small for preset {chosen.name} at scale {scale}")
@@ -196,6 +224,7 @@ def _session(
     slots: count[int],
     tally: GapTally,
     child: bool = False,
+    model: str = MAIN_MODEL,
 ) -> SessionScript:
     turns_table, initial_table = _tables(preset, child)
     turns = max(1, round(turns_table.at(rng.random()) * knobs.turn_scale))
@@ -206,6 +235,7 @@ def _session(
     outputs: list[int] = []
     gaps: list[Gap] = [("start", TOOL_START, None, 0.0)]
     launches: list[SubagentLaunch] = []
+    side_calls: dict[int, RequestSpec] = {}
     for turn in range(turns):
         prompts.append(history.prompt(tokens))
         outputs.append(knobs.tokens(preset.output_tokens.at(rng.random())))
@@ -220,10 +250,14 @@ def _session(
             launches.append(launch)
         gaps.append(_gap(preset, rng, knobs, tally, waits_for_child=launch is not None and launch.blocks_parent))
         tokens = _next_tokens(preset, rng, knobs, history, tokens, outputs[-1])
-    meta = ScriptMeta(
-        f"synthetic:{preset.name}", preset.model, 0 if child else shared[1] * NODE_BLOCK_TOKENS, script_id
-    )
-    return SessionScript(script_id, _requests(prompts, outputs, gaps), meta, tuple(launches))
+        if not child and preset.side_call_share > 0 and rng.random() < preset.side_call_share:
+            side_calls[turn] = _side_call(preset, rng, knobs, slots)
+    trace_model = preset.small_model if model == SMALL_MODEL else preset.model
+    meta = ScriptMeta(f"synthetic:{preset.name}", trace_model, 0 if child else shared[1] * NODE_BLOCK_TOKENS, script_id)
+    requests = _requests(prompts, outputs, gaps, model)
+    if side_calls:
+        requests, launches = _with_side_calls(requests, side_calls, launches)
+    return SessionScript(script_id, requests, meta, tuple(launches))
 
 
 def _tables(preset: SyntheticPreset, child: bool) -> tuple[Q, Q]:
@@ -234,14 +268,43 @@ def _tables(preset: SyntheticPreset, child: bool) -> tuple[Q, Q]:
     return preset.subagent_turns, preset.subagent_initial_prompt_tokens
 
 
-def _requests(prompts: list[Prompt], outputs: list[int], gaps: list[Gap]) -> tuple[RequestSpec, ...]:
+def _requests(prompts: list[Prompt], outputs: list[int], gaps: list[Gap], model: str) -> tuple[RequestSpec, ...]:
     requests = []
     for index, (prompt, output, (kind, tool, hints, gap_s)) in enumerate(zip(prompts, outputs, gaps, strict=True)):
         produced: tuple[BlockRun, ...] = ()
         if index + 1 < len(prompts):
             produced = output_block_runs(prompt.block_runs, prompt.tokens + output, prompts[index + 1].block_runs)
-        requests.append(RequestSpec(prompt, output, gap_s, kind, tool, hints, produced))
+        requests.append(RequestSpec(prompt, output, gap_s, kind, tool, hints, produced, model=model))
     return tuple(requests)
+
+
+def _side_call(preset: SyntheticPreset, rng: random.Random, knobs: Knobs, slots: count[int]) -> RequestSpec:
+    """A small-model call with a prompt of fresh ids; its gap is filled in by `_with_side_calls`."""
+    if preset.side_call_prompt_tokens is None or preset.side_call_output_tokens is None:
+        raise ValueError(f"preset {preset.name} has a side-call share but no side-call tables")
+    tokens = knobs.tokens(preset.side_call_prompt_tokens.at(rng.random()), minimum=1)
+    output = knobs.tokens(preset.side_call_output_tokens.at(rng.random()))
+    blocks = tokens // NODE_BLOCK_TOKENS
+    runs = ((namespace_base(SYNTHETIC, next(slots)), blocks),) if blocks else ()
+    return RequestSpec(Prompt(tokens, runs), output, 0.0, "tool", TOOL_START, model=SMALL_MODEL)
+
+
+def _with_side_calls(
+    requests: tuple[RequestSpec, ...], side_calls: dict[int, RequestSpec], launches: list[SubagentLaunch]
+) -> tuple[tuple[RequestSpec, ...], list[SubagentLaunch]]:
+    """Each side call placed after the main call it follows, in the tool phase of the next main call (whose gap
+    kind, tool and hints it copies); launches re-pointed at their main call's new index."""
+    merged: list[RequestSpec] = []
+    position: dict[int, int] = {}
+    for index, request in enumerate(requests):
+        position[index] = len(merged)
+        merged.append(request)
+        side = side_calls.get(index)
+        if side is not None:
+            following = requests[index + 1]
+            merged.append(replace(side, gap_kind=following.gap_kind, tool=following.tool, hints=following.hints))
+    moved = [replace(launch, after_request=position[launch.after_request]) for launch in launches]
+    return tuple(merged), moved
 
 
 def _next_tokens(
@@ -287,6 +350,8 @@ def _subagent(
 ) -> SubagentLaunch | None:
     if preset.subagent_share <= 0 or rng.random() >= preset.subagent_share:
         return None
-    script = _session(preset, child_id, rng, knobs, slots, tally, child=True)
+    small = preset.small_subagent_share > 0 and rng.random() < preset.small_subagent_share
+    model = SMALL_MODEL if small else MAIN_MODEL
+    script = _session(preset, child_id, rng, knobs, slots, tally, child=True, model=model)
     blocks = rng.random() < preset.subagent_blocking_share
     return SubagentLaunch(after, preset.subagent_delay_s * knobs.time_scale, script, blocks)
