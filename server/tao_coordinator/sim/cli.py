@@ -191,7 +191,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         policies = _policies(args.policy)
-        limit_policies = _policies(",".join(limit_policy_names(args, policies))) if args.limit else []
+        limit_names = limit_policy_names(args, policies)
+        limit_policies = _policies(",".join(limit_names)) if limit_names else []
         concurrencies = positive_numbers(args.concurrency, "concurrency")
         timing = plan_timing(args)
         settings = core_settings(args)
