@@ -9,6 +9,8 @@ throughput and hit rate higher is better, and "best" is the best baseline on tha
 
 Each workload's section says what planning was charged in its runs (a `--report` may join runs made differently);
 the policy tables show per run how many plans were cut and dropped, "–" for run files older than those counters.
+With limit runs (`--limit`, `compare_limit.py`) each policy table gets a *limit* row and each workload a table of
+every policy's excess over the limit.
 """
 
 from __future__ import annotations
