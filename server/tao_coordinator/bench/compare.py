@@ -24,6 +24,11 @@ from before it was recorded count as uncharged ("fixed", 0 ms).
 Seeds: seed 0 replays the sessions in file order; seed k > 0 replays them in an order shuffled by `Random(k)` (which
 sessions run together changes) and seeds the policies' random choices. `--quick` runs TAO and the baselines at
 concurrency 64 on the swe workload and the first 100 AgentX sessions, seed 0 (a few minutes).
+
+`--limit` adds limit cells: each of `--limit-policies` (default: TAO and the baselines among the policies) replayed
+at every workload, seed and concurrency on the limit fleet (`sim/limit_fleet.py`: KV that never runs out, no CPU
+tier), written as `<cell>__limit.json`; the tables then show the limit and each policy's excess over it
+(`compare_limit.py`).
 """
 
 from __future__ import annotations
@@ -95,11 +100,13 @@ class Cell:
     concurrency: int
     seed: int
     planning: Planning
+    limit: bool = False
+    """Replayed on the limit fleet (KV that never runs out) instead of the bench's."""
 
     @property
     def key(self) -> str:
         safe = self.policy.replace("[", "(").replace("]", ")").replace(";", ",")
-        return f"{self.bench.name}__{safe}__c{self.concurrency}__s{self.seed}"
+        return f"{self.bench.name}__{safe}__c{self.concurrency}__s{self.seed}{'__limit' if self.limit else ''}"
 
 
 _WORKLOADS: dict[tuple[str, int | None, int], Workload] = {}
@@ -126,6 +133,10 @@ def run_cell(cell: Cell) -> dict[str, Any]:
 
     workload = load_bench(cell.bench, cell.seed)
     profile = cell.bench.node_profile()
+    if cell.limit:
+        from ..sim.limit_fleet import limit_profile
+
+        profile = limit_profile(profile, workload)
     simulation = FleetSimulation(
         workload,
         cell.policy,
@@ -146,6 +157,7 @@ def run_cell(cell: Cell) -> dict[str, Any]:
         **cell.planning.as_record(),
         "wall_s": round(time.perf_counter() - started, 2),
         "metrics": asdict(metrics),
+        **({"limit": True} if cell.limit else {}),
     }
 
 
@@ -177,6 +189,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="give every node a CPU KV tier of this many GiB (vLLM's --kv-offloading-size); runs are kept apart "
         "under the workload name + cpuGIB (0: none)",
     )
+    parser.add_argument(
+        "--limit",
+        action="store_true",
+        help="also replay --limit-policies on the limit fleet (KV that never runs out, no CPU tier) and report every "
+        "policy's excess over the best of them",
+    )
+    parser.add_argument(
+        "--limit-policies", help="comma-separated, with --limit (default: tao and the baselines among --policies)"
+    )
     parser.add_argument("--quick", action="store_true", help="TAO and the baselines at 64, swe + 100 AgentX sessions")
     parser.add_argument("--fresh", action="store_true", help="ignore runs already in OUT/runs")
     parser.add_argument("--plots", action="store_true", help="write PNG charts under OUT/img/<workload>/")
@@ -205,7 +226,29 @@ def plan_cells(args: argparse.Namespace) -> list[Cell]:
         raise ValueError("--cpu-kv-gib: must be a finite number of GiB, at least 0")
     planning = Planning(args.plan_timing, args.plan_delay_ms)
     cells = [Cell(b, p, c, s, planning) for b in benches for s in seeds for c in concurrencies for p in policies]
+    limited = _limit_policies(args, policies)
+    cells += [
+        Cell(b, p, c, s, planning, limit=True) for b in benches for s in seeds for c in concurrencies for p in limited
+    ]
     return sorted(cells, key=lambda cell: cell.bench.workload != "agentx")
+
+
+def _limit_policies(args: argparse.Namespace, policies: list[str]) -> list[str]:
+    """The policies replayed on the limit fleet: none without `--limit`."""
+    from ..core.policies import BASELINES, make_policy
+
+    if args.limit_policies is not None and not args.limit:
+        raise ValueError("--limit-policies: only means something with --limit")
+    if not args.limit:
+        return []
+    if args.limit_policies is None:
+        return [p for p in policies if p == "tao" or p in BASELINES]
+    chosen = [p.strip() for p in args.limit_policies.split(",") if p.strip()]
+    if not chosen:
+        raise ValueError("--limit-policies: name at least one policy")
+    for policy in chosen:
+        make_policy(policy)
+    return chosen
 
 
 def run(args: argparse.Namespace) -> int:
@@ -259,14 +302,17 @@ def report_all(args: argparse.Namespace) -> int:
 
 
 def write_results(records: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    from .compare_limit import results_fields, split
     from .compare_report import render_report
 
-    (args.out / "results.json").write_text(json.dumps({"runs": records}, indent=1) + "\n")
-    report = render_report(records, {r["workload"]: fleet_of(r) for r in records})
+    runs, limit_runs = split(records)
+    document = {"runs": runs, **results_fields(runs, limit_runs)}
+    (args.out / "results.json").write_text(json.dumps(document, indent=1) + "\n")
+    report = render_report(runs, {r["workload"]: fleet_of(r) for r in runs}, limit_runs)
     (args.out / "results.md").write_text(report)
     print(report)
     if args.plots:
-        _plots(records, args.out / "img")
+        _plots(runs, limit_runs, args.out / "img")
 
 
 def fleet_of(record: dict[str, Any]) -> tuple[int, str]:
@@ -276,9 +322,12 @@ def fleet_of(record: dict[str, Any]) -> tuple[int, str]:
     return bench.with_cpu_tier(float(tier)).fleet() if tier else bench.fleet()
 
 
-def _plots(records: list[dict[str, Any]], directory: Path) -> None:
+def _plots(records: list[dict[str, Any]], limit_records: list[dict[str, Any]], directory: Path) -> None:
     from ..core.policies import ABLATIONS
     from ..sim.plots import write_plots
+    from .compare_limit import limits_of, plot_limits
+
+    limits = limits_of(limit_records)
 
     for workload in sorted({r["workload"] for r in records}):
         results = [
@@ -286,5 +335,5 @@ def _plots(records: list[dict[str, Any]], directory: Path) -> None:
             for r in records
             if r["workload"] == workload and r["seed"] == 0 and r["policy"] not in ABLATIONS
         ]
-        for path in write_plots(results, directory / workload):
+        for path in write_plots(results, directory / workload, plot_limits(limits, workload)):
             print(f"wrote {path}")

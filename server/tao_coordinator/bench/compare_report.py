@@ -9,6 +9,8 @@ throughput and hit rate higher is better, and "best" is the best baseline on tha
 
 Each workload's section says what planning was charged in its runs (a `--report` may join runs made differently);
 the policy tables show per run how many plans were cut and dropped, "–" for run files older than those counters.
+With limit runs (`--limit`, `compare_limit.py`) each policy table gets a *limit* row and each workload a table of
+every policy's excess over the limit.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from typing import Any
 from scipy.stats import t as t_dist
 
 from ..core.policies import ABLATIONS, BASELINES, VARIANTS
+from ..sim.limit import Limit
 from ..sim.plan_timing import PlanTiming
+from .compare_limit import LimitKey, excess_table, limit_row, limits_of
 
 Record = dict[str, Any]
 
@@ -92,14 +96,21 @@ def better(direction: str, a: float, b: float) -> bool:
     return a < b if direction == "lower" else a > b
 
 
-def render_report(records: list[Record], fleets: dict[str, tuple[int, str]]) -> str:
+def render_report(
+    records: list[Record], fleets: dict[str, tuple[int, str]], limit_records: list[Record] | None = None
+) -> str:
+    """The tables of every workload; with `limit_records` (limit-fleet runs, `compare_limit.py`) the policy tables
+    get a limit row and each workload a table of excess over the limit."""
     table = seed_zero(records)
+    limits = limits_of(limit_records or [])
     lines: list[str] = []
     for workload in sorted({key[0] for key in table}):
         nodes, profile = fleets.get(workload, (0, "?"))
         lines += [f"## {workload} — {nodes} × {profile}", ""]
         lines += _planning([r for r in records if r["workload"] == workload])
-        lines += _policy_table(table, workload, ["tao", *VARIANTS, *BASELINES])
+        shown = ["tao", *VARIANTS, *BASELINES]
+        lines += _policy_table(table, workload, shown, limits)
+        lines += excess_table(table, limits, workload, shown)
         lines += _versus_best(table, workload)
         lines += _ablations(table, workload)
         lines += _seed_check([r for r in records if r["workload"] == workload])
@@ -229,7 +240,9 @@ def _concurrencies(table: Table, workload: str) -> list[int]:
     return sorted({key[2] for key in table if key[0] == workload})
 
 
-def _policy_table(table: Table, workload: str, policies: list[str]) -> list[str]:
+def _policy_table(
+    table: Table, workload: str, policies: list[str], limits: dict[LimitKey, Limit] | None = None
+) -> list[str]:
     tiered = any(key[0] == workload and entry.get("cpu_hit_tokens") for key, entry in table.items())
     columns = (*COMPARE_COLUMNS, *TIER_COLUMNS) if tiered else COMPARE_COLUMNS
     header = "| conc | policy | " + " | ".join(title for title, _, _ in columns) + " |"
@@ -242,6 +255,9 @@ def _policy_table(table: Table, workload: str, policies: list[str]) -> list[str]
             cells = [_fmt(fmt, entry.get(field, math.nan)) for _, field, fmt in columns]
             label = f"**{policy}**" if policy == "tao" else policy
             lines.append(f"| {concurrency} | {label} | " + " | ".join(cells) + " |")
+        limit = (limits or {}).get((workload, 0, concurrency))
+        if limit is not None:
+            lines.append(f"| {concurrency} | *limit* | " + " | ".join(limit_row(limit, columns)) + " |")
     return [*lines, ""]
 
 

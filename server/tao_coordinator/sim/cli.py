@@ -8,11 +8,13 @@ import math
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core.settings import CoreSettings
 from ..progress import Progress
+from .limit import LimitOptionError, add_limit_arguments, limit_policy_names
 from .node import BUILTIN_PROFILES, NodeProfile, UnknownProfile, profile_by_name
 from .node.profile import with_cpu_tier
 from .plan_timing import PLAN_TIMINGS, PlanTiming
@@ -22,6 +24,7 @@ from .workloads.files import read_records
 from .workloads.rules import GapRule
 
 if TYPE_CHECKING:
+    from .limit import Limit
     from .report import RunResult
 
 
@@ -93,6 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from . import small_nodes as two_model
 
     two_model.add_arguments(parser)
+    add_limit_arguments(parser)
 
 
 def positive_numbers(text: str, name: str) -> list[int]:
@@ -190,10 +194,13 @@ def describe(workload: Workload) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from ..core.policies import UnknownPolicy
+    from .limit import render_excess, with_limits_json
     from .report import render_table, to_json
 
     try:
         policies = _policies(args.policy)
+        limit_names = limit_policy_names(args, policies)
+        limit_policies = _policies(",".join(limit_names)) if limit_names else []
         concurrencies = positive_numbers(args.concurrency, "concurrency")
         timing = plan_timing(args)
         settings = core_settings(args)
@@ -214,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
                 f"--small-nodes: the workload has {small_model_calls(workload):,} calls for the small model; "
                 "give the fleet small-model nodes to serve them"
             )
-    except (UsageError, UnknownPolicy, UnknownProfile) as error:
+    except (UsageError, UnknownPolicy, UnknownProfile, LimitOptionError) as error:
         print(f"tao sim: {error}", file=sys.stderr)
         return 2
     if not workload.scripts:
@@ -233,6 +240,9 @@ def run(args: argparse.Namespace) -> int:
         for concurrency in concurrencies
     ]
     print(render_table(results))
+    limits, limit_runs = _limits(workload, limit_policies, concurrencies, profile, timing, settings, args, small)
+    if limits:
+        print(render_excess(results, limits))
     if args.json:
         fleet = {
             "nodes": args.nodes,
@@ -243,13 +253,14 @@ def run(args: argparse.Namespace) -> int:
         }
         planning = {"timing": timing, "delay_ms": args.plan_delay_ms}
         credit = {"half_life_s": settings.credit_half_life_s, "fit": settings.credit_half_life_fit}
-        args.json.write_text(to_json(results, workload.report, fleet, planning, credit))
+        text = to_json(results, workload.report, fleet, planning, credit)
+        args.json.write_text(with_limits_json(text, results, limits, limit_runs) if limits else text)
         print(f"wrote {args.json}")
     if not args.no_plots:
         from .plots import write_plots
 
         directory = plots_directory(args)
-        written = write_plots(results, directory)
+        written = write_plots(results, directory, limits={c: limit.values for c, limit in limits.items()})
         print(f"plots: {', '.join(p.name for p in written)} in {directory} (--no-plots skips them)")
     return 0
 
@@ -259,6 +270,35 @@ def _small_nodes(args: argparse.Namespace) -> SmallNodes:
         return small_nodes(args, args.cpu_kv_gib)
     except ValueError as error:
         raise UsageError(str(error)) from None
+
+
+def _limits(
+    workload: Workload,
+    policies: list[str],
+    concurrencies: list[int],
+    profile: NodeProfile,
+    timing: PlanTiming,
+    settings: CoreSettings,
+    args: argparse.Namespace,
+    small: SmallNodes,
+) -> tuple[dict[int, Limit], list[RunResult]]:
+    """With `--limit`: `policies` rerun on the limit fleet at every concurrency, and the limit per concurrency;
+    nothing without it."""
+    if not policies:
+        return {}, []
+    from .limit import limits_of
+    from .limit_fleet import limit_profile
+
+    unbounded = limit_profile(profile, workload)
+    print(f"limit fleet: {args.nodes} × {unbounded.name} ({unbounded.capacity_tokens:,} KV tokens each, no CPU tier)")
+    if small.profile is not None:
+        small = replace(small, profile=limit_profile(small.profile, workload))
+    runs = [
+        _run_one(workload, policy, concurrency, unbounded, timing, settings, args, small)
+        for policy in policies
+        for concurrency in concurrencies
+    ]
+    return limits_of(runs), runs
 
 
 def plots_directory(args: argparse.Namespace) -> Path:

@@ -4,10 +4,14 @@ With several concurrencies each metric is drawn against concurrency, one line pe
 that ran; with a single concurrency a line would be one dot, so each policy gets a labelled bar instead. Every policy
 gets its own colour (tab20 past ten policies); TAO's policies are drawn solid and thick, the others dashed (bars:
 TAO's with a dark edge), so the eye finds TAO first. Y axes start at 0, except where the values span more than a
-factor of 20 (a bad baseline would flatten the rest): there the axis is logarithmic and its label says so."""
+factor of 20 (a bad baseline would flatten the rest): there the axis is logarithmic and its label says so.
+
+With limits (`tao sim --limit`, `sim/limit.py`), each chart of a bounded metric also shows the limit: a black dotted
+line over the concurrencies, or across the bars at a single concurrency."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +25,10 @@ CHARTS = (
 )
 
 
-def write_plots(results: list[RunResult], directory: Path) -> list[Path]:
+def write_plots(
+    results: list[RunResult], directory: Path, limits: Mapping[int, Mapping[str, float]] | None = None
+) -> list[Path]:
+    """One PNG per chart; `limits` maps a concurrency to the limit's value per metric field (drawn where present)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -43,7 +50,8 @@ def write_plots(results: list[RunResult], directory: Path) -> list[Path]:
                 axis.set_xlabel(f"policy ({concurrencies[0]} concurrent sessions)")
             else:
                 _lines(axis, policies, concurrencies, values, colours)
-            present = [v for v in values.values() if v is not None and v > 0]
+            bound = _limit_line(axis, concurrencies, field, limits or {})
+            present = [v for v in [*values.values(), *bound] if v is not None and v > 0]
             if present and max(present) > 20 * min(present):
                 axis.set_yscale("log")
                 axis.set_ylabel("log scale", fontsize=8)
@@ -59,6 +67,22 @@ def write_plots(results: list[RunResult], directory: Path) -> list[Path]:
         plt.close(figure)
         written.append(path)
     return written
+
+
+def _limit_line(
+    axis: Any, concurrencies: list[int], field: str, limits: Mapping[int, Mapping[str, float]]
+) -> list[float]:
+    """Draw the limit of `field` (if any) and return its values, so the axis scale takes them into account."""
+    points = [(c, limits[c][field]) for c in concurrencies if field in limits.get(c, {})]
+    if not points:
+        return []
+    if len(concurrencies) == 1:
+        axis.axhline(points[0][1], color="black", linestyle=":", linewidth=1.5, label="limit")
+    else:
+        xs, ys = zip(*points, strict=True)
+        axis.plot(xs, ys, color="black", linestyle=":", linewidth=1.8, marker="_", label="limit")
+    axis.legend(fontsize=8)
+    return [value for _, value in points]
 
 
 def _value(value: Any) -> float | None:
