@@ -33,8 +33,8 @@ Call ids are the harness's own on both paths (Claude Code's `tool_use_id`, OpenC
 ids), which is what makes them comparable.
 
 The wire is read for hook-driven sessions too (`seen`: each call's wire start and end, the latest `SEEN` calls of a
-session), though nothing inferred of them is reported: it dates a hook's start that arrives after the wire showed
-the tool over (`hook_start_time`), and it is what `tao proxy --tool-log` writes beside the hooks' reports.
+session), though nothing inferred of them is reported: it dates a hook's start at the wire's when the wire showed
+the call first (`hook_start_time`), and it is what `tao proxy --tool-log` writes beside the hooks' reports.
 
 Limits: Claude Code's wait for background tasks is not inferred (its Stop hook sees them, the wire does not);
 subagent tools are inferred like any other (their model calls carry the session's id); a call whose result is
@@ -195,9 +195,11 @@ class InferredTools:
 
     def hook_start_time(self, session_id: str, call_id: str, reported: float) -> float:
         """When a hook's start of `call_id`, dated `reported` by the hook, happened: the wire's start when the
-        wire showed the call over already (the hook came too late to date it), else `reported`."""
+        wire showed the call first, else `reported`. A boundary is dated by the first source to show it: the
+        response that asks for a tool ends the session's call, and the harness's own handling until its hook runs
+        (OpenCode's 0.35–1.3 s) is time away from the GPU as much as the tool's."""
         seen = self.seen(session_id, call_id)
-        return seen.started if seen is not None and seen.ended is not None and seen.ended < reported else reported
+        return min(seen.started, reported) if seen is not None else reported
 
     def hook_driven(self, session_id: str) -> bool:
         session = self._sessions.get(session_id)

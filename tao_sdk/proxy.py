@@ -22,10 +22,10 @@ session's coordinator token, so hooks need none. Where no hook reports a session
 the wire: a response that asks for tool calls starts them, the request that carries their results ends them
 (`wire_tools.py` reads the wire, `inferred_tools.py` states the rule by which hooks win and nothing counts twice).
 Each tool start and end is reported with the moment it happened (`age_s`): an inferred one at the wire's moment, a
-hook's at the moment the hook dated it (its own `age_s`), or at the wire's start when the wire showed the tool over
-before the hook's start arrived. With `tool_log` (`tao proxy --tool-log FILE`) every tool boundary the wire shows,
-of hook-driven sessions too, and every hook's, is appended to FILE as a JSON line with its Unix time: the two
-paths side by side in one run. Sessions idle for `idle_close_s` are closed.
+hook's at the moment the hook dated it (its own `age_s`), or, for a start, at the wire's when the wire showed the
+call first (the response asking for it ended earlier). With `tool_log` (`tao proxy --tool-log FILE`) every tool
+boundary the wire shows, of hook-driven sessions too, and every hook's, is appended to FILE as a JSON line with its
+Unix time: the two paths side by side in one run. Sessions idle for `idle_close_s` are closed.
 
 A call that waited for a place carries the queue's figures back to the harness as headers
 (`x-tao-queue-position`, `x-tao-estimated-wait`); with `max_queue_wait_s` set, a call whose estimated wait exceeds it

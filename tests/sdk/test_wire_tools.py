@@ -212,6 +212,15 @@ def test_a_hook_start_of_a_call_inference_reported_is_dropped_and_its_end_is_the
     assert [e.call_id for e in ends] == ["b"]  # inference still ends the call only it reported
 
 
+def test_a_hook_start_is_dated_by_the_first_source_to_show_it():
+    tools = InferredTools()
+    assert tools.hook_event(_hook("register"), 0.0)
+    tools.started("s", [_start("a")], now=1.0)  # the response asking for "a" ended at 1.0
+    assert tools.hook_start_time("s", "a", reported=1.6) == 1.0  # the harness ran its hook later
+    assert tools.hook_start_time("s", "a", reported=0.9) == 0.9  # a hook dated earlier than the wire keeps its time
+    assert tools.hook_start_time("s", "unseen", reported=1.6) == 1.6  # a call the wire never showed
+
+
 def test_session_headers_in_their_order_then_codexs():
     assert session_id_of({"X-Session-Id": "mine", "x-tao-session": "other"}, None) == "mine"
     assert session_id_of({"session-id": "0199-codex", "session_id": "old"}, None) == "0199-codex"
