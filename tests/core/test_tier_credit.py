@@ -201,10 +201,11 @@ def test_a_cpu_tier_stretches_what_tao_may_fill_by_its_worth_only_as_far_as_hold
         return seen
 
     floor = SETTINGS.utilization_target
-    # worth 14/16 (an idle link), a tier four times HBM: at most 1 + 0.875 × 4 = 4.5, never before a holder is seen
+    # worth 14/16 (an idle link), a tier four times HBM: it holds 3 HBMs beyond HBM's own blocks (it is written
+    # through), so at most 1 + 0.875 × 3 = 3.625, never before a holder is seen
     assert targets("tao", in_tool=4)[0] == floor
     # every holder in a tool: nothing in HBM must be running, the whole stretch
-    assert targets("tao", in_tool=4)[1:] == [pytest.approx(floor * 4.5)] * 2
+    assert targets("tao", in_tool=4)[1:] == [pytest.approx(floor * 3.625)] * 2
     # one of four in a tool: HBM must hold the other three's calls, so about 4/3 of the target (the footprints
     # differ by a little: the one in a tool has its measured output, the others the default)
     assert targets("tao", in_tool=1)[1:] == [pytest.approx(floor * 4 / 3, rel=0.01)] * 2
@@ -213,12 +214,15 @@ def test_a_cpu_tier_stretches_what_tao_may_fill_by_its_worth_only_as_far_as_hold
     assert targets("tao-no-tier", in_tool=4)[1:] == [floor, floor]
 
 
-def test_the_reach_is_one_without_a_tier_a_worth_or_a_calling_share() -> None:
+def test_the_reach_is_one_without_a_tier_beyond_hbm_a_worth_or_a_calling_share() -> None:
     assert tier_reach(Node("b", 100_000), 0.1) == 1.0
     assert tier_reach(tiered(worth=0.0), 0.1) == 1.0  # a congested link: the HBM bound again
     assert tier_reach(tiered(worth=1.0), None) == 1.0  # nothing seen yet
     assert tier_reach(tiered(worth=1.0), 1.0) == 1.0
     assert tier_reach(tiered(worth=1.0), 0.5) == 2.0
+    assert tier_reach(tiered(worth=1.0), 0.1) == 4.0  # 1 + 1 × (tier − HBM) / HBM
+    small = Node("a", 100_000, cpu_capacity_tokens=60_000, cpu_hit_worth=1.0)
+    assert tier_reach(small, 0.0) == 1.0  # a tier smaller than HBM holds nothing HBM does not
 
 
 def test_the_calling_share_weighs_every_observation_alike() -> None:

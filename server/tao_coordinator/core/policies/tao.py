@@ -132,23 +132,29 @@ class TaoPolicy(PlanningPolicy):
 
 
 def tier_reach(node: Node, calling_share: float | None) -> float:
-    """How far a node's CPU tier lets the planner fill it, relative to HBM alone: 1 + worth × tier / HBM, and never
-    more than 1 / the share of the holders' footprint that is outside a tool (`CallingShare`).
+    """How far a node's CPU tier lets the planner fill it, relative to HBM alone: 1 + worth × (tier − HBM) / HBM,
+    and never more than 1 / the share of the holders' footprint that is outside a tool (`CallingShare`).
 
     The planner bounds a node's holders by its HBM so that the caches of sessions waiting on tools survive there
     until they call again: without a tier an evicted cache is recomputed. With one, it is loaded back at a cost the
     tier's worth prices (`signals/tier.py`), so a holder's cache may wait in the tier through its tool, and places
-    are worth granting up to HBM plus the tier at that worth. A congested link (worth 0) gives nothing.
+    are worth granting beyond HBM as far as the tier holds what HBM does not, at that worth. A congested link
+    (worth 0) gives nothing.
 
-    What the tier cannot hold is a call: the holders in a call, or about to make one, need their context in HBM at
-    once. Granting up to 1 / calling share keeps their expected footprint within the HBM target the planner had
-    without a tier, so the stretch only ever makes room out of caches that wait through tools. Sessions that spend
-    most of their time in calls (short tools, long prompts) leave nothing to stretch into, and the reach falls to
-    1 — TAO as without a tier, plus the tier's hits. Stretching by the tier alone admitted more than HBM could run
-    there: vLLM queued, and a 512 GiB tier made TAO slower than no tier (docs/benchmarks.md, the CPU tier)."""
-    if node.cpu_capacity_tokens <= 0 or node.capacity_tokens <= 0 or calling_share is None:
+    Two bounds make the stretch safe by construction, each a fact of the hardware, not a tuned figure:
+    - vLLM's tier is written through (every prompt block computed is stored there, and re-offered at every hit), so
+      its LRU holds first what HBM holds: it adds room for caches HBM lost only beyond HBM's size. A tier smaller
+      than HBM adds none.
+    - The tier cannot hold a call: the holders in a call, or about to make one, need their context in HBM at once.
+      Granting at most 1 / calling share keeps their expected footprint within the HBM target the planner had
+      without a tier, so the stretch only makes room out of caches that wait through tools.
+    Stretching by the whole tier admitted more than HBM could run and more than the tier could keep: on
+    claude-code-shaped sessions a 512 GiB tier made TAO slower than none, a 128 GiB one slower still
+    (docs/benchmarks.md, the CPU tier)."""
+    if node.cpu_capacity_tokens <= node.capacity_tokens or node.capacity_tokens <= 0 or calling_share is None:
         return 1.0
-    stretch = 1.0 + node.cpu_hit_worth * node.cpu_capacity_tokens / node.capacity_tokens
+    beyond_hbm = (node.cpu_capacity_tokens - node.capacity_tokens) / node.capacity_tokens
+    stretch = 1.0 + node.cpu_hit_worth * beyond_hbm
     return max(1.0, min(stretch, 1.0 / calling_share)) if calling_share > 0 else stretch
 
 
