@@ -6,9 +6,10 @@ from dataclasses import replace
 
 import pytest
 
+from tao_coordinator.core.actions import Route
 from tao_coordinator.core.coordinator import Coordinator
 from tao_coordinator.core.errors import InvalidEvent
-from tao_coordinator.core.events import CacheResidency, EngineCounters, NodeUpdate
+from tao_coordinator.core.events import Acquire, CacheResidency, EngineCounters, LlmEnd, NodeUpdate, Register, ToolStart
 from tao_coordinator.core.model import (
     AgentProfile,
     AgentSession,
@@ -22,7 +23,8 @@ from tao_coordinator.core.model import (
 from tao_coordinator.core.node_rates import NodeRateFit
 from tao_coordinator.core.policies import make_policy
 from tao_coordinator.core.policies.admission import FastAdmit
-from tao_coordinator.core.policies.tao import tier_reach
+from tao_coordinator.core.policies.base import Demand
+from tao_coordinator.core.policies.tao import CallingShare, tier_reach
 from tao_coordinator.core.settings import CoreSettings
 from tao_coordinator.core.signals import CacheCredit, SignalContext, TierCredit
 from tao_coordinator.core.signals.tier import cpu_hit_worth, cpu_retention_s
@@ -174,24 +176,60 @@ def test_a_residency_names_a_tier_vllm_has() -> None:
         EngineCounters(prefill_seconds=-1.0)
 
 
-def test_a_cpu_tier_stretches_what_tao_may_fill_on_a_node_by_its_worth_and_tao_no_tier_does_not() -> None:
+def test_a_cpu_tier_stretches_what_tao_may_fill_by_its_worth_only_as_far_as_holders_in_tools_leave_hbm_free() -> None:
     counters = EngineCounters(
         prefill_tokens_computed=40_000, prefill_seconds=2.0, offload_load_tokens=400_000, offload_load_seconds=2.0
     )
-    targets = {}
-    for name in ("tao", "tao-no-tier"):
+    prompt = 20_000
+
+    def targets(name: str, in_tool: int) -> list[float | None]:
+        """The node's target after a first scrape, after four holders came (`in_tool` of them into a tool), and
+        after the same again: the calling share sums over every scrape."""
         core = Coordinator(make_policy(name), SETTINGS)
-        for now in (0.0, 10.0):
-            update = NodeUpdate(
-                "a", 100_000, cpu_capacity_tokens=400_000, counters=counters if now else EngineCounters()
-            )
-            core.on_event(update, now)
-        targets[name] = core.nodes["a"].utilization_target
-    # worth 14/16 (an idle link), a tier four times HBM: the target is stretched by 1 + 0.875 × 4
-    assert targets["tao"] == pytest.approx(SETTINGS.utilization_target * (1 + 14 / 16 * 4))
-    assert targets["tao-no-tier"] == SETTINGS.utilization_target
-    assert tier_reach(Node("b", 100_000)) == 1.0
-    assert tier_reach(tiered(worth=0.0)) == 1.0  # a congested link: the HBM bound again
+        seen = []
+        core.on_event(NodeUpdate("a", 100_000, cpu_capacity_tokens=400_000, counters=EngineCounters()), 0.0)
+        seen.append(core.nodes["a"].utilization_target)
+        for index in range(4):
+            core.on_event(Register(f"s{index}", expected_input_tokens=prompt), 1.0)
+            assert core.on_event(Acquire(f"s{index}"), 1.0) == [Route(f"s{index}", "a")]
+            if index < in_tool:
+                core.on_event(LlmEnd(f"s{index}", "a", prompt, 0, 100), 2.0)
+                core.on_event(ToolStart(f"s{index}", "c", "bash"), 2.0)
+        for now in (10.0, 20.0):
+            core.on_event(NodeUpdate("a", 100_000, cpu_capacity_tokens=400_000, counters=counters), now)
+            seen.append(core.nodes["a"].utilization_target)
+        return seen
+
+    floor = SETTINGS.utilization_target
+    # worth 14/16 (an idle link), a tier four times HBM: it holds 3 HBMs beyond HBM's own blocks (it is written
+    # through), so at most 1 + 0.875 × 3 = 3.625, never before a holder is seen
+    assert targets("tao", in_tool=4)[0] == floor
+    # every holder in a tool: nothing in HBM must be running, the whole stretch
+    assert targets("tao", in_tool=4)[1:] == [pytest.approx(floor * 3.625)] * 2
+    # one of four in a tool: HBM must hold the other three's calls, so about 4/3 of the target (the footprints
+    # differ by a little: the one in a tool has its measured output, the others the default)
+    assert targets("tao", in_tool=1)[1:] == [pytest.approx(floor * 4 / 3, rel=0.01)] * 2
+    # nobody in a tool: the tier cannot hold a call, no stretch at all
+    assert targets("tao", in_tool=0)[1:] == [floor, floor]
+    assert targets("tao-no-tier", in_tool=4)[1:] == [floor, floor]
+
+
+def test_the_reach_is_one_without_a_tier_beyond_hbm_a_worth_or_a_calling_share() -> None:
+    assert tier_reach(Node("b", 100_000), 0.1) == 1.0
+    assert tier_reach(tiered(worth=0.0), 0.1) == 1.0  # a congested link: the HBM bound again
+    assert tier_reach(tiered(worth=1.0), None) == 1.0  # nothing seen yet
+    assert tier_reach(tiered(worth=1.0), 1.0) == 1.0
+    assert tier_reach(tiered(worth=1.0), 0.5) == 2.0
+    assert tier_reach(tiered(worth=1.0), 0.1) == 4.0  # 1 + 1 × (tier − HBM) / HBM
+    small = Node("a", 100_000, cpu_capacity_tokens=60_000, cpu_hit_worth=1.0)
+    assert tier_reach(small, 0.0) == 1.0  # a tier smaller than HBM holds nothing HBM does not
+
+
+def test_the_calling_share_weighs_every_observation_alike() -> None:
+    share = CallingShare()
+    assert share.observe(Demand(pool_tokens=5)) is None
+    assert share.observe(Demand(held_tokens=100, calling_tokens=50)) == 0.5
+    assert share.observe(Demand(held_tokens=300, calling_tokens=50)) == 0.25
 
 
 def test_an_idle_nodes_tier_keeps_a_prefix_long_but_not_forever() -> None:

@@ -117,7 +117,7 @@ from .model import (
 from .node_rates import NodeRateFit
 from .plan import PlanFinished
 from .planner import Planner, PlannerStats
-from .policies.base import Policy
+from .policies.base import Demand, Policy
 from .queue import CallQueue, QueuePosition
 from .settings import CoreSettings
 from .signals.cache_credit import node_half_life, with_evidence
@@ -710,7 +710,7 @@ class Coordinator:
             models=event.models if event.models is not None or previous is None else previous.models,
         )
         node = self._with_rates(node, event, previous, now)
-        target = self._policy.node_target(previous, node, self._settings, now, self._pool_tokens())
+        target = self._policy.node_target(previous, node, self._settings, now, self._demand(node.id))
         node = replace(node, utilization_target=target, credit_half_life_s=self._fitted_half_life(node.id))
         if previous is None or _placement_inputs(previous) != _placement_inputs(node):
             self._nodes_changed = True
@@ -732,11 +732,18 @@ class Coordinator:
             decode_step_s=coarse_step_s(rates.decode_step_s),
         )
 
-    def _pool_tokens(self) -> int:
-        """The footprint of every session in the waiting pool: what the planner would place if it could."""
-        return sum(
-            footprint_tokens(self._state.sessions[session_id], self._settings) for session_id in self._state.pool
-        )
+    def _demand(self, node_id: NodeId) -> Demand:
+        """The footprint of every session in the waiting pool, and of the node's holders, in a call or not."""
+        pool = held = calling = 0
+        for session in self._state.sessions.values():
+            if session.id in self._state.pool:
+                pool += footprint_tokens(session, self._settings)
+            elif session.node == node_id:
+                tokens = footprint_tokens(session, self._settings)
+                held += tokens
+                if session.phase is not Phase.IN_TOOL:
+                    calling += tokens
+        return Demand(pool, held, calling)
 
     def _tick(self, now: float) -> list[Action]:
         if self._next_periodic is not None and now >= self._next_periodic:

@@ -26,9 +26,9 @@ mypy checks each override against the signature here.
   holders hold now, in capacity cells (computed on demand: it walks every session); the session then holds a place
   there with its whole footprint, as if a plan had admitted it, so the planner's accounting
   (`FleetState.used_cells`) stays what it always is. Default None: wait for the plan.
-- `node_target(previous, node, settings, now, pool_tokens) -> float | None` — the utilisation target of `node` as
+- `node_target(previous, node, settings, now, demand) -> float | None` — the utilisation target of `node` as
   just observed (`previous`: the node as known before, or None); None (the default) means the settings' target.
-  Runs on every `NodeUpdate`; `pool_tokens` is the footprint of every session in the waiting pool (without a place).
+  Runs on every `NodeUpdate`; `demand` (`Demand`) is what the sessions ask of the fleet and of this node then.
 - `cache_kept(node_id, asked_tokens, kept_tokens, now)` — at the end of a call by a session that held its place on
   the node since its previous call there: how much of that call's context the node was asked to keep (whole blocks,
   as vLLM can hit them) and how much the call found cached. Less kept than asked: vLLM evicted a cache TAO reserved.
@@ -48,6 +48,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from enum import Enum
 
 from ..events import Event
@@ -72,6 +73,18 @@ class Feed(Enum):
 
 Room = Callable[[], Mapping[NodeId, int]]
 """Each healthy node's plannable capacity left next to its holders, in capacity cells, computed when called."""
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """What the sessions ask when a node is observed, in footprint tokens (`signals/footprint.py`)."""
+
+    pool_tokens: int = 0
+    """Every session in the waiting pool (without a place): what the planner would place if it could."""
+    held_tokens: int = 0
+    """The sessions holding a place on the node."""
+    calling_tokens: int = 0
+    """Of those, the ones outside a tool (in a call or about to make one): what the node's HBM must hold at once."""
 
 
 class Policy(ABC):
@@ -103,7 +116,7 @@ class Policy(ABC):
         return None
 
     def node_target(
-        self, previous: Node | None, node: Node, settings: CoreSettings, now: float, pool_tokens: int
+        self, previous: Node | None, node: Node, settings: CoreSettings, now: float, demand: Demand
     ) -> float | None:
         return None
 

@@ -53,7 +53,7 @@ from ..snapshot import Snapshot
 from ..solver import solve, solve_greedy
 from ..value import ValueModel
 from .admission import AdaptiveTarget, FastAdmit
-from .base import Feed, PlanningPolicy, Room
+from .base import Demand, Feed, PlanningPolicy, Room
 from .options import Horizon, PlaceRule, TaoOptions
 from .problem import ValueCache, build_problem, plan_from_solution
 
@@ -91,6 +91,7 @@ class TaoPolicy(PlanningPolicy):
         in a worker thread: the index is immutable and replaced whole)."""
         self.value_cache = ValueCache()
         self._target = AdaptiveTarget()
+        self._calling_share = CallingShare()
 
     def plan(self, snapshot: Snapshot) -> Plan:
         workflows = WorkflowIndex.of(snapshot.sessions) if self._workflow else EMPTY
@@ -111,12 +112,15 @@ class TaoPolicy(PlanningPolicy):
         return self._fast.admit(session, nodes, room(), settings, now, self._workflows)
 
     def node_target(
-        self, previous: Node | None, node: Node, settings: CoreSettings, now: float, pool_tokens: int
+        self, previous: Node | None, node: Node, settings: CoreSettings, now: float, demand: Demand
     ) -> float | None:
         if self.admission == "static":
             return None
-        target = self._target.target(previous, node, settings, now, pool_tokens)
-        return target * tier_reach(node) if self._fast.tier else target
+        target = self._target.target(previous, node, settings, now, demand.pool_tokens)
+        if not self._fast.tier:
+            return target
+        share = self._calling_share.observe(demand)
+        return target * tier_reach(node, share)
 
     def cache_kept(self, node_id: NodeId, asked_tokens: int, kept_tokens: int, now: float) -> None:
         if self.admission == "adaptive":
@@ -127,19 +131,47 @@ class TaoPolicy(PlanningPolicy):
             self._target.forget(event.node_id)
 
 
-def tier_reach(node: Node) -> float:
-    """How far a node's CPU tier lets the planner fill it: 1 + worth × tier / HBM, relative to HBM alone.
+def tier_reach(node: Node, calling_share: float | None) -> float:
+    """How far a node's CPU tier lets the planner fill it, relative to HBM alone: 1 + worth × (tier − HBM) / HBM,
+    and never more than 1 / the share of the holders' footprint that is outside a tool (`CallingShare`).
 
     The planner bounds a node's holders by its HBM so that the caches of sessions waiting on tools survive there
     until they call again: without a tier an evicted cache is recomputed. With one, it is loaded back at a cost the
     tier's worth prices (`signals/tier.py`), so a holder's cache may wait in the tier through its tool, and places
-    are worth granting up to HBM plus the tier at that worth. A congested link (worth 0) gives nothing: the HBM
-    bound is the right one again. vLLM still preempts when the calls running at once outgrow HBM, and the adaptive
-    target this multiplies falls with every preemption. A controller that stretched less while vLLM queued calls
-    and more while TAO's pool waited measured worse (docs/benchmarks.md, the CPU tier)."""
-    if node.cpu_capacity_tokens <= 0 or node.capacity_tokens <= 0:
+    are worth granting beyond HBM as far as the tier holds what HBM does not, at that worth. A congested link
+    (worth 0) gives nothing.
+
+    Two bounds make the stretch safe by construction, each a fact of the hardware, not a tuned figure:
+    - vLLM's tier is written through (every prompt block computed is stored there, and re-offered at every hit), so
+      its LRU holds first what HBM holds: it adds room for caches HBM lost only beyond HBM's size. A tier smaller
+      than HBM adds none.
+    - The tier cannot hold a call: the holders in a call, or about to make one, need their context in HBM at once.
+      Granting at most 1 / calling share keeps their expected footprint within the HBM target the planner had
+      without a tier, so the stretch only makes room out of caches that wait through tools.
+    Stretching by the whole tier admitted more than HBM could run and more than the tier could keep: on
+    claude-code-shaped sessions a 512 GiB tier made TAO slower than none, a 128 GiB one slower still
+    (docs/benchmarks.md, the CPU tier)."""
+    if node.cpu_capacity_tokens <= node.capacity_tokens or node.capacity_tokens <= 0 or calling_share is None:
         return 1.0
-    return 1.0 + node.cpu_hit_worth * node.cpu_capacity_tokens / node.capacity_tokens
+    beyond_hbm = (node.cpu_capacity_tokens - node.capacity_tokens) / node.capacity_tokens
+    stretch = 1.0 + node.cpu_hit_worth * beyond_hbm
+    return max(1.0, min(stretch, 1.0 / calling_share)) if calling_share > 0 else stretch
+
+
+class CallingShare:
+    """The share of held footprint that is outside a tool, over every node observation so far (fleet-wide).
+
+    Node updates come at each node's scrape interval, so the sums weight every moment alike. None until a holder has
+    been seen. The sums only grow: a policy's history, not replicated (a new leader starts from None: no stretch)."""
+
+    def __init__(self) -> None:
+        self._held = 0
+        self._calling = 0
+
+    def observe(self, demand: Demand) -> float | None:
+        self._held += demand.held_tokens
+        self._calling += demand.calling_tokens
+        return self._calling / self._held if self._held else None
 
 
 def value(
