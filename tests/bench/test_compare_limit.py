@@ -1,36 +1,20 @@
 """`tao bench compare --limit`: limit cells on the limit fleet, a limit row in the policy tables, the excess table,
 and `limits` / `excess` in results.json."""
 
-import argparse
 import json
 
 import pytest
 
-from tao_coordinator.bench.compare import Bench, Cell, add_arguments, plan_cells, run, run_cell
+from tao_coordinator.bench.compare import Bench, Cell, plan_cells, run, run_cell
 from tao_coordinator.bench.compare_report import Planning
 from tao_coordinator.core.policies import ABLATIONS, BASELINES, VARIANTS
 from tao_coordinator.sim.workloads.files import TRACES_ENV
-
-
-def _args(*argv):
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    return parser.parse_args(argv)
+from tests.bench.test_compare import _args
+from tests.bench.test_compare import _record as run_record
 
 
 def _record(policy, concurrency, limit=False, **metrics):
-    base = {
-        "latency_mean_s": 100.0,
-        "latency_p99_s": 300.0,
-        "ttft_mean_s": 1.0,
-        "ttft_p99_s": 5.0,
-        "decode_throughput_tok_s": 1000.0,
-        "tool_end_to_first_token_mean_s": 1.0,
-        "prefix_hit_rate": 0.9,
-        "preemptions": 0,
-        "makespan_s": 1000.0,
-    }
-    record = {"workload": "swe", "policy": policy, "concurrency": concurrency, "seed": 0, "metrics": base | metrics}
+    record = run_record(policy, concurrency, **metrics)
     return record | ({"limit": True} if limit else {})
 
 
