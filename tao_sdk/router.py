@@ -52,7 +52,7 @@ import httpx2
 from .calls import Grant, SessionState, Step, Unreachable, new_state
 from .protocol import ToolHints
 from .queue_state import GiveUp
-from .router_core import Flush, Pause, Plan, Report, Result, RouterCore
+from .router_core import Flush, Pause, Plan, QueuedReport, Result, RouterCore
 from .session_config import SessionConfig
 from .tls import shared_ssl_context
 
@@ -71,7 +71,7 @@ class SyncRouter(RouterCore):
         `httpx2.MockTransport`)."""
         super().__init__(config, state)
         self.http = httpx2.Client(timeout=self.timeout(), verify=shared_ssl_context(), transport=transport)
-        self._queue: queue.Queue[Report | None] = queue.Queue()
+        self._queue: queue.Queue[QueuedReport | None] = queue.Queue()
         self._worker: threading.Thread | None = None
         self._retry: threading.Thread | None = None
 
@@ -117,7 +117,7 @@ class SyncRouter(RouterCore):
                 self._queue.task_done()
         self._queue.task_done()
 
-    def _report(self, report: Report | None) -> None:
+    def _report(self, report: QueuedReport | None) -> None:
         if report is None:
             return
         if self._worker is None:
@@ -182,7 +182,7 @@ class AsyncRouter(RouterCore):
     ) -> None:
         super().__init__(config, state)
         self.http = httpx2.AsyncClient(timeout=self.timeout(), verify=shared_ssl_context(), transport=transport)
-        self._queue: asyncio.Queue[Report] | None = None
+        self._queue: asyncio.Queue[QueuedReport] | None = None
         self._worker: asyncio.Task[None] | None = None
         self._retry: asyncio.Task[None] | None = None
 
@@ -228,7 +228,7 @@ class AsyncRouter(RouterCore):
             finally:
                 self._queue.task_done()
 
-    def _report(self, report: Report | None) -> None:
+    def _report(self, report: QueuedReport | None) -> None:
         if report is None:
             return
         if self._queue is None:

@@ -6,7 +6,7 @@ in where the plan waits), `Pause`, or `FLUSH` the reports queued before it — a
 `SyncRouter` runs a plan with blocking calls, `AsyncRouter` with awaits: the decisions, their order and their
 bounds (`router.py` states them) are the same because they are this code.
 
-Reports (`llm_end`, tool events, heartbeats) are built here as `Report`s, for the router to queue; a router sends
+Reports (`llm_end`, tool events, heartbeats) are built here as `QueuedReport`s, for the router to queue; a router sends
 them one at a time, in order, each with `report_plan`. A tool report given the moment its tool started or ended
 (`happened`, on the monotonic clock: `tao proxy` gives the wire's moment, or a hook's) carries `age_s`, the time
 since, computed when it is sent: the time it waited in the queue is not counted as the tool's.
@@ -27,7 +27,7 @@ from .protocol import MAX_AGE_S, ToolHints
 from .queue_state import GiveUp, LongQueue
 from .replicas import Failover, NotLeader, not_leader
 
-__all__ = ["FLUSH", "Flush", "Pause", "Plan", "Report", "RouterCore", "Send"]
+__all__ = ["FLUSH", "Flush", "Pause", "Plan", "QueuedReport", "RouterCore", "Send"]
 
 Result = TypeVar("Result")
 """What a plan returns."""
@@ -60,7 +60,7 @@ FLUSH = Flush()
 Plan = Generator[Send | Pause | Flush, Any, Result]
 
 
-class Report(NamedTuple):
+class QueuedReport(NamedTuple):
     """A report to send in the background."""
 
     method: str
@@ -191,27 +191,29 @@ class RouterCore(Calls, ABC):
 
     # -- reports ---------------------------------------------------------------------------------------------------
 
-    def llm_end_report(self, grant: Grant, usage: Any, duration_s: float) -> Report | None:
+    def llm_end_report(self, grant: Grant, usage: Any, duration_s: float) -> QueuedReport | None:
         if grant.detached:
             return None
-        return Report("POST", self.session_path("llm_end"), self.llm_end_body(grant, usage, duration_s))
+        return QueuedReport("POST", self.session_path("llm_end"), self.llm_end_body(grant, usage, duration_s))
 
     def tool_start_report(
         self, call_id: str, tool: str, hints: ToolHints, program: str | None, happened: float | None = None
-    ) -> Report:
+    ) -> QueuedReport:
         body = self.tool_start_body(call_id, tool, hints, program)
-        return Report("POST", self.session_path("tool_start"), body, happened)
+        return QueuedReport("POST", self.session_path("tool_start"), body, happened)
 
     def tool_end_report(
         self, call_id: str, duration_s: float | None, status: str, happened: float | None = None
-    ) -> Report:
-        return Report("POST", self.session_path("tool_end"), self.tool_end_body(call_id, duration_s, status), happened)
+    ) -> QueuedReport:
+        return QueuedReport(
+            "POST", self.session_path("tool_end"), self.tool_end_body(call_id, duration_s, status), happened
+        )
 
-    def heartbeat_report(self) -> Report | None:
+    def heartbeat_report(self) -> QueuedReport | None:
         """A heartbeat when one is due; while detached, a background retry of the coordinator instead."""
         now = time.monotonic()
         if self.state.detached_at is not None:
             self.retry_in_background(now)
         elif now >= self.state.heartbeat_due:
-            return Report("POST", self.session_path("heartbeat"))
+            return QueuedReport("POST", self.session_path("heartbeat"))
         return None

@@ -62,8 +62,9 @@ def test_a_bad_program_is_refused_naming_the_field(program):
     assert invalid.value.field == "program"
 
 
-def test_program_is_optional_and_last():
+def test_program_is_optional_and_after_the_fields_before_it():
     assert ToolStart("s", "c", "bash").program is None
     assert protocol.ToolStartRequest(call_id="c", tool="bash").program is None
     assert protocol.ToolStartRequest(call_id="c", tool="bash", program="x" * 64).program == "x" * 64
-    assert list(ToolStart.__dataclass_fields__)[-1] == "program"
+    # fields come after the ones before them, so positional construction keeps its meaning (age_s came later)
+    assert list(ToolStart.__dataclass_fields__)[:5] == ["session_id", "call_id", "tool", "hints", "program"]

@@ -325,9 +325,9 @@ def fleet_of(record: dict[str, Any]) -> tuple[int, str]:
 def _plots(records: list[dict[str, Any]], limit_records: list[dict[str, Any]], directory: Path) -> None:
     from ..core.policies import ABLATIONS
     from ..sim.plots import write_plots
-    from .compare_limit import limits_of, plot_limits
+    from .compare_limit import limits_by_cell, plot_limits
 
-    limits = limits_of(limit_records)
+    limits = limits_by_cell(limit_records)
 
     for workload in sorted({r["workload"] for r in records}):
         results = [

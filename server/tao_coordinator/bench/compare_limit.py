@@ -32,7 +32,7 @@ def split(records: list[Record]) -> tuple[list[Record], list[Record]]:
     return [r for r in records if not is_limit(r)], [r for r in records if is_limit(r)]
 
 
-def limits_of(limit_records: list[Record]) -> dict[LimitKey, Limit]:
+def limits_by_cell(limit_records: list[Record]) -> dict[LimitKey, Limit]:
     grouped: dict[LimitKey, list[tuple[str, Any]]] = defaultdict(list)
     for record in limit_records:
         grouped[(record["workload"], record["seed"], record["concurrency"])].append(
@@ -45,7 +45,7 @@ def results_fields(records: list[Record], limit_records: list[Record]) -> dict[s
     """What `results.json` gains: the limit runs, the limits and every ordinary run's excess (empty without limits)."""
     if not limit_records:
         return {}
-    limits = limits_of(limit_records)
+    limits = limits_by_cell(limit_records)
     rows = []
     for record in records:
         limit = limits.get((record["workload"], record["seed"], record["concurrency"]))

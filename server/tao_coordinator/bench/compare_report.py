@@ -26,9 +26,7 @@ from scipy.stats import t as t_dist
 from ..core.policies import ABLATIONS, BASELINES, VARIANTS
 from ..sim.limit import Limit
 from ..sim.plan_timing import PlanTiming
-from .compare_limit import LimitKey, excess_table, limit_row, limits_of
-
-Record = dict[str, Any]
+from .compare_limit import LimitKey, Record, excess_table, limit_row, limits_by_cell
 
 METRICS = (
     ("latency", "latency_mean_s", "lower", "{:,.0f} s"),
@@ -102,7 +100,7 @@ def render_report(
     """The tables of every workload; with `limit_records` (limit-fleet runs, `compare_limit.py`) the policy tables
     get a limit row and each workload a table of excess over the limit."""
     table = seed_zero(records)
-    limits = limits_of(limit_records or [])
+    limits = limits_by_cell(limit_records or [])
     lines: list[str] = []
     for workload in sorted({key[0] for key in table}):
         nodes, profile = fleets.get(workload, (0, "?"))
