@@ -10,8 +10,8 @@ import pytest
 from .conftest import API_TOKEN, running_coordinator
 from .test_api import state_of
 
-CLOSE_S = 0.15
-"""Two moments on loopback, one measured here and one by the coordinator, agree this well on a loaded machine."""
+CLOSE_S = 0.05
+"""How far the coordinator's Unix times may stray from this process's clock (it converts its monotonic clock once)."""
 
 
 async def admitted(c):
@@ -36,18 +36,22 @@ async def test_a_late_start_and_end_are_dated_when_they_happened(tmp_path, fleet
     async with running_coordinator(tmp_path, fleet) as c:
         session, token, _ = await admitted(c)
         await asyncio.sleep(1.0)
-        sent = time.time()
+        # each moment is bracketed by the clocks read before and after its report, so a loaded machine widens
+        # the bracket instead of failing the test
+        sent, core_sent = time.time(), c.service.now()
         start = {"call_id": "c1", "tool": "Bash", "program": "sleep", "age_s": 0.6}
         assert (await c.call("POST", f"/v1/sessions/{session}/tool_start", start, token))[0] == 204
+        received, core_received = time.time(), c.service.now()
         core_started = c.service.coordinator.session(session).tools[0].started_at
-        assert abs((c.service.now() - core_started) - 0.6) < CLOSE_S
+        assert core_sent - 0.6 <= core_started <= core_received - 0.6
         await asyncio.sleep(1.0)
         ended = time.time()
         end = {"call_id": "c1", "age_s": 0.4}
         assert (await c.call("POST", f"/v1/sessions/{session}/tool_end", end, token))[0] == 204
+        end_received = time.time()
         tool, view = await the_tool(c, session)
-        assert abs(tool["started_at"] - (sent - 0.6)) < CLOSE_S
-        assert abs(tool["ended_at"] - (ended - 0.4)) < CLOSE_S
+        assert sent - 0.6 - CLOSE_S <= tool["started_at"] <= received - 0.6 + CLOSE_S
+        assert ended - 0.4 - CLOSE_S <= tool["ended_at"] <= end_received - 0.4 + CLOSE_S
         assert abs(tool["actual_s"] - (tool["ended_at"] - tool["started_at"])) < 0.01  # no duration_s: measured
         spans = {(p["phase"], round(p["since"], 3)) for p in view["phases"]}
         assert ("in_tool", round(tool["started_at"], 3)) in spans and ("ready", round(tool["ended_at"], 3)) in spans
@@ -65,7 +69,7 @@ async def test_an_age_reaching_past_the_phase_is_cut_at_its_start(tmp_path, flee
         tool, view = await the_tool(c, session)
         admitted_since = max(p["since"] for p in view["phases"] if p["phase"] == "admitted")
         assert tool["started_at"] == pytest.approx(admitted_since, abs=0.01)  # not before the model call ended
-        assert abs(tool["started_at"] - call_ended) < CLOSE_S
+        assert call_ended - CLOSE_S <= tool["started_at"]
         assert tool["ended_at"] == pytest.approx(tool["started_at"], abs=0.01)  # not before it started
         assert tool["actual_s"] == 0.25  # what the client measured is kept
 
@@ -78,8 +82,9 @@ async def test_without_an_age_a_report_is_dated_when_it_arrives(tmp_path, fleet)
         assert (await c.call("POST", f"/v1/sessions/{session}/tool_start", {"call_id": "c", "tool": "x"}, token))[
             0
         ] == 204
+        received = time.time()
         tool, _ = await the_tool(c, session)
-        assert 0 <= tool["started_at"] - sent < CLOSE_S
+        assert sent - CLOSE_S <= tool["started_at"] <= received + CLOSE_S
 
 
 @pytest.mark.parametrize("age", [-0.5, 86_400.5, "soon", None])
