@@ -23,7 +23,7 @@ from tao_coordinator.core.model import (
 from tao_coordinator.core.node_rates import NodeRateFit
 from tao_coordinator.core.policies import make_policy
 from tao_coordinator.core.policies.admission import FastAdmit
-from tao_coordinator.core.policies.base import Demand
+from tao_coordinator.core.policies.base import Holdings
 from tao_coordinator.core.policies.tao import CallingShare, tier_reach
 from tao_coordinator.core.settings import CoreSettings
 from tao_coordinator.core.signals import CacheCredit, SignalContext, TierCredit
@@ -227,9 +227,9 @@ def test_the_reach_is_one_without_a_tier_beyond_hbm_a_worth_or_a_calling_share()
 
 def test_the_calling_share_weighs_every_observation_alike() -> None:
     share = CallingShare()
-    assert share.observe(Demand(pool_tokens=5)) is None
-    assert share.observe(Demand(held_tokens=100, calling_tokens=50)) == 0.5
-    assert share.observe(Demand(held_tokens=300, calling_tokens=50)) == 0.25
+    assert share.observe(Holdings()) is None
+    assert share.observe(Holdings(held_tokens=100, calling_tokens=50)) == 0.5
+    assert share.observe(Holdings(held_tokens=300, calling_tokens=50)) == 0.25
 
 
 def test_an_idle_nodes_tier_keeps_a_prefix_long_but_not_forever() -> None:

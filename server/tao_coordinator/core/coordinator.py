@@ -117,7 +117,7 @@ from .model import (
 from .node_rates import NodeRateFit
 from .plan import PlanFinished
 from .planner import Planner, PlannerStats
-from .policies.base import Demand, Policy
+from .policies.base import Demand, Holdings, Policy
 from .queue import CallQueue, QueuePosition
 from .settings import CoreSettings
 from .signals.cache_credit import node_half_life, with_evidence
@@ -167,8 +167,6 @@ class Coordinator:
         self._next_periodic: float | None = None
         self._periodic_due = False
         self._queue = CallQueue()
-        self._side_calls: dict[SessionId, list[NodeId]] = {}
-        """Each session's `AgentSession.side_calls` (an index of them, rebuilt by `restore`)."""
 
     # -- the read API: what drivers and observers may know of the core (tests/core/test_read_api.py pins it) -----
 
@@ -288,8 +286,6 @@ class Coordinator:
         none, and plan them at the next chance. They count as touched by no one: `take_touched` starts after them."""
         for session in sessions:
             self._state.put(session)
-            if session.side_calls:
-                self._side_calls[session.id] = list(session.side_calls)
         self._queue.restore(self._state.sessions.values())
         self._state.take_touched()
         self._planner.mark_dirty()
@@ -497,14 +493,13 @@ class Coordinator:
         session's own calls; the session keeps its phase and place (`eligibility.py`)."""
         assert event.model is not None
         in_flight: dict[NodeId, int] = {}
-        for nodes in self._side_calls.values():
-            for node_id in nodes:
+        for other in self._state.sessions.values():
+            for node_id in other.side_calls:
                 in_flight[node_id] = in_flight.get(node_id, 0) + 1
         node = side_node(session, eligible(healthy, event.model), self._room(healthy), in_flight)
         if node is None:  # every healthy node serving it is to be avoided (`_acquire` refused the others)
             why = f"no usable node other than {', '.join(sorted(event.avoid_nodes))} serves {event.model}"
             raise NoOtherNode(session.id, session.phase.name, "acquire", why)
-        self._side_calls.setdefault(session.id, []).append(node)
         lease = max(session.lease_expires_at, self._lease(now))
         self._state.put(replace(session, side_calls=(*session.side_calls, node), lease_expires_at=lease))
         return [Route(session.id, node, side=True)]
@@ -518,10 +513,6 @@ class Coordinator:
             return None
         nodes = list(session.side_calls)
         nodes.remove(event.node_id)
-        if nodes:
-            self._side_calls[session.id] = nodes
-        else:
-            self._side_calls.pop(session.id, None)
         return replace(session, side_calls=tuple(nodes))
 
     def cannot_avoid(self, session: AgentSession, avoid: set[NodeId]) -> str | None:
@@ -733,17 +724,22 @@ class Coordinator:
         )
 
     def _demand(self, node_id: NodeId) -> Demand:
-        """The footprint of every session in the waiting pool, and of the node's holders, in a call or not."""
-        pool = held = calling = 0
+        """The footprint of every session in the waiting pool, and the node's holdings when asked (a walk over every
+        session, which only a policy stretching by a CPU tier needs)."""
+        pool = sum(
+            footprint_tokens(self._state.sessions[session_id], self._settings) for session_id in self._state.pool
+        )
+        return Demand(pool, lambda: self._holdings(node_id))
+
+    def _holdings(self, node_id: NodeId) -> Holdings:
+        held = calling = 0
         for session in self._state.sessions.values():
-            if session.id in self._state.pool:
-                pool += footprint_tokens(session, self._settings)
-            elif session.node == node_id:
+            if session.node == node_id and session.id not in self._state.pool:
                 tokens = footprint_tokens(session, self._settings)
                 held += tokens
                 if session.phase is not Phase.IN_TOOL:
                     calling += tokens
-        return Demand(pool, held, calling)
+        return Holdings(held, calling)
 
     def _tick(self, now: float) -> list[Action]:
         if self._next_periodic is not None and now >= self._next_periodic:
@@ -764,7 +760,6 @@ class Coordinator:
 
     def _forget(self, session_id: SessionId) -> None:
         self._history.forget_session(session_id)
-        self._side_calls.pop(session_id, None)
         self._pooled_at.pop(session_id, None)
 
     def _due(self, tool: RunningTool, now: float) -> bool:

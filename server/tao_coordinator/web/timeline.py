@@ -31,7 +31,7 @@ from ..core.decision import PlanDecision
 from ..core.events import Acquire, Close, Event, LlmEnd, Register, ToolEnd, ToolStart
 from ..core.model import AgentSession, Phase
 from ..core.plan import PlanFinished
-from ..core.state_machine import tool_end_time
+from ..core.state_machine import tool_end_time, tool_start_time
 
 ENTRIES = 256
 CLOSED_KEPT = 1_000
@@ -116,17 +116,14 @@ class _Timeline:
         self.entries.append(entry)
 
 
-def _lateness(
-    event: Event | PlanFinished, before: AgentSession | None, sessions: Mapping[str, AgentSession], now: float | None
-) -> float:
-    """How long before it was fed the core placed a tool start or end that came with an age; 0 otherwise."""
-    if now is None or not isinstance(event, ToolStart | ToolEnd) or not event.age_s:
+def _lateness(event: Event | PlanFinished, before: AgentSession | None, now: float | None) -> float:
+    """How long before it was fed the core placed a tool start or end that came with an age (the core's own rule,
+    applied to the session as it was before the event); 0 otherwise."""
+    if now is None or before is None or not isinstance(event, ToolStart | ToolEnd) or not event.age_s:
         return 0.0
     if isinstance(event, ToolEnd):
-        return 0.0 if before is None else now - tool_end_time(before, now, event.call_id, event.age_s)
-    after = sessions.get(event.session_id)
-    started = next((tool.started_at for tool in after.tools if tool.call_id == event.call_id), now) if after else now
-    return now - started
+        return now - tool_end_time(before, now, event.call_id, event.age_s)
+    return now - tool_start_time(before, now, event.age_s)
 
 
 class Timelines:
@@ -156,7 +153,7 @@ class Timelines:
             self._plan(plan, at)
             touched |= {*plan.admitted, *plan.interrupted, *plan.moved}
         session_id: str | None = getattr(event, "session_id", None)
-        happened = at - _lateness(event, before, sessions, now)
+        happened = at - _lateness(event, before, now)
         timeline = self._event(event, before, sessions, actions, happened) if session_id is not None else None
         if timeline is not None:
             touched.add(timeline.session_id)

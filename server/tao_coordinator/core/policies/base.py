@@ -76,15 +76,26 @@ Room = Callable[[], Mapping[NodeId, int]]
 
 
 @dataclass(frozen=True, slots=True)
+class Holdings:
+    """What the sessions holding a place on a node hold, in footprint tokens (`signals/footprint.py`)."""
+
+    held_tokens: int = 0
+    calling_tokens: int = 0
+    """Of those, the sessions outside a tool (in a call or about to make one): what the node's HBM must hold at once."""
+
+
+def _no_holdings() -> Holdings:
+    return Holdings()
+
+
+@dataclass(frozen=True, slots=True)
 class Demand:
-    """What the sessions ask when a node is observed, in footprint tokens (`signals/footprint.py`)."""
+    """What the sessions ask when a node is observed, in footprint tokens."""
 
     pool_tokens: int = 0
     """Every session in the waiting pool (without a place): what the planner would place if it could."""
-    held_tokens: int = 0
-    """The sessions holding a place on the node."""
-    calling_tokens: int = 0
-    """Of those, the ones outside a tool (in a call or about to make one): what the node's HBM must hold at once."""
+    holdings: Callable[[], Holdings] = _no_holdings
+    """The node's holdings, computed when called (it walks every session)."""
 
 
 class Policy(ABC):

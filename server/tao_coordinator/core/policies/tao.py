@@ -53,7 +53,7 @@ from ..snapshot import Snapshot
 from ..solver import solve, solve_greedy
 from ..value import ValueModel
 from .admission import AdaptiveTarget, FastAdmit
-from .base import Demand, Feed, PlanningPolicy, Room
+from .base import Demand, Feed, Holdings, PlanningPolicy, Room
 from .options import Horizon, PlaceRule, TaoOptions
 from .problem import ValueCache, build_problem, plan_from_solution
 
@@ -117,9 +117,9 @@ class TaoPolicy(PlanningPolicy):
         if self.admission == "static":
             return None
         target = self._target.target(previous, node, settings, now, demand.pool_tokens)
-        if not self._fast.tier:
+        if not self._fast.tier or node.cpu_capacity_tokens <= 0:
             return target
-        share = self._calling_share.observe(demand)
+        share = self._calling_share.observe(demand.holdings())
         return target * tier_reach(node, share)
 
     def cache_kept(self, node_id: NodeId, asked_tokens: int, kept_tokens: int, now: float) -> None:
@@ -159,7 +159,7 @@ def tier_reach(node: Node, calling_share: float | None) -> float:
 
 
 class CallingShare:
-    """The share of held footprint that is outside a tool, over every node observation so far (fleet-wide).
+    """The share of held footprint that is outside a tool, over every observation so far of a node with a tier.
 
     Node updates come at each node's scrape interval, so the sums weight every moment alike. None until a holder has
     been seen. The sums only grow: a policy's history, not replicated (a new leader starts from None: no stretch)."""
@@ -168,9 +168,9 @@ class CallingShare:
         self._held = 0
         self._calling = 0
 
-    def observe(self, demand: Demand) -> float | None:
-        self._held += demand.held_tokens
-        self._calling += demand.calling_tokens
+    def observe(self, holdings: Holdings) -> float | None:
+        self._held += holdings.held_tokens
+        self._calling += holdings.calling_tokens
         return self._calling / self._held if self._held else None
 
 
