@@ -59,7 +59,7 @@ class _Arrays:
     """The problem in search order (module docstring) as the kernel's dense arrays, built by `prepare`."""
 
     def __init__(self, problem: Problem) -> None:
-        items, m, width = problem.items, len(problem.capacities), problem.width
+        items, width = problem.items, problem.width
         largest = problem.largest_capacity
         fits = [i for i, item in enumerate(items) if item.weight <= largest]
         weight = np.array([items[i].weight for i in fits], dtype=np.int64)
@@ -68,6 +68,7 @@ class _Arrays:
             [(k, b, *node_value) for k, i in enumerate(fits) for b, node_value in items[i].on_nodes.items()],
             dtype=np.int64,
         ).reshape(-1, 2 + width)
+        self.capacities = np.array(problem.capacities, dtype=np.int64)
         (
             order,
             self.weight,
@@ -88,9 +89,8 @@ class _Arrays:
             self.joint_offset,
             self.joint_span,
             self.joint_data,
-        ) = prepare(weight, base, rows, m, MAX_TABLE_CELLS, MAX_JOINT_SPAN)
+        ) = prepare(weight, base, rows, self.capacities, MAX_TABLE_CELLS, MAX_JOINT_SPAN)
         self.order = [fits[k] for k in order.tolist()]
-        self.capacities = np.array(problem.capacities, dtype=np.int64)
 
     def root_bound(self) -> tuple[int, ...]:
         bound = kernel_root_bound(

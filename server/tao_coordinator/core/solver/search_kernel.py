@@ -6,8 +6,11 @@ item's base value). Compiled once by Numba (cached on disk), so a search node co
 
 Bound tables (`build_tables`): for a component whose base value is 0 for every item, per node, one dense table
 per suffix of the items valued there: `table[v]` is the least weight reaching a value of at least v (non-decreasing
-in v, `UNREACHABLE` past the total). `suffix_of[j, b, k]` is the suffix that starts at the first such item at or
-after position k.
+in v). A table is stored only as far as its weights fit the node's capacity (`length[j, b, s]` entries): a room never
+exceeds the capacity, so no lookup needs an entry beyond, and one past the stored end reads as out of reach. That cut
+is what keeps planning cheap when a node's sessions want several times its memory: the stored entries grow with
+what fits, not with every value the node's sessions could sum to. `suffix_of[j, b, k]` is the suffix that starts at
+the first such item at or after position k.
 """
 
 from __future__ import annotations
@@ -107,12 +110,13 @@ def search_order(value, special, weight, best):
 
 
 @njit(cache=True)
-def prepare(weight_in, base, rows, m, max_cells, max_span):
+def prepare(weight_in, base, rows, capacities, max_cells, max_span):
     """The problem's dense arrays in search order, from the fitting items' weights, base values (`base[k, j]`)
     and special values (`rows[r] = (k, b, value…)`). Returns (order, weight, value, special, best, twin,
     last_special, lightest_after, orders, counts, tabled, offset, length, data, suffix_of, member_best,
     joint_offset, joint_span, joint_data)."""
     n, width = base.shape
+    m = capacities.size
     unordered = np.empty((n, m, width), dtype=np.int64)
     unordered_special = np.zeros((n, m), dtype=np.bool_)
     for k in range(n):
@@ -166,7 +170,7 @@ def prepare(weight_in, base, rows, m, max_cells, max_span):
                     if value[k, b, j] > 0:
                         zero_based[j] = False
     offset, length, data, suffix_of, member_best, tabled = build_tables(
-        weight, value, best, special, zero_based, max_cells
+        weight, value, best, special, zero_based, capacities, max_cells
     )
     joint_offset, joint_span, joint_data = build_joint_tables(
         weight, value, special, tabled, offset, length, max_span, max_cells
@@ -212,15 +216,16 @@ def _valued_on(value, special, b, j):
 
 
 @njit(cache=True)
-def build_tables(weight, value, best, special, zero_based, max_cells):
-    """Tables for every component whose base values are all 0 (`zero_based`) and whose tables stay within
-    `max_cells` entries. Returns (offset, length, data, suffix_of, member_best, tabled); `member_best[b, s, j]`
+def build_tables(weight, value, best, special, zero_based, capacities, max_cells):
+    """Tables for every component whose base values are all 0 (`zero_based`) and whose full tables would stay
+    within `max_cells` entries (the same test whatever the cut, so the cut changes no bound). Returns (offset,
+    length, data, suffix_of, member_best, tabled): suffix s of node b's items in component j is stored at
+    `data[offset[j, b, s]:][:length[j, b, s]]`, cut where its weights pass `capacities[b]`; `member_best[b, s, j]`
     sums `best[:, j]` over the suffix s of the items valued on b in component 0 (when it is tabled)."""
     n, m, width = value.shape
     offset = np.zeros((width, m, n + 1), dtype=np.int64)
-    length = np.ones((width, m), dtype=np.int64)
+    length = np.ones((width, m, n + 1), dtype=np.int64)
     suffix_of = np.zeros((width, m, n + 1), dtype=np.int64)
-    members = np.zeros((width, m), dtype=np.int64)
     member_best = np.zeros((m, n + 1, width), dtype=np.int64)
     tabled = zero_based.copy()
     size = 0
@@ -234,41 +239,50 @@ def build_tables(weight, value, best, special, zero_based, max_cells):
                 if special[k, b] and value[k, b, j] > 0:
                     total += value[k, b, j]
                     count += 1
-            length[j, b] = total + 1
-            members[j, b] = count
             cells += (count + 1) * (total + 1)
         if cells > max_cells:
             tabled[j] = False
         else:
             size += cells
-    data = np.full(size, UNREACHABLE, dtype=np.int64)
+    data = np.empty(size, dtype=np.int64)  # an upper bound: every entry used is written, the cut ones never are
     cursor = 0
     for j in range(width):
         if not tabled[j]:
             continue
         for b in range(m):
-            count, span = members[j, b], length[j, b]
             positions = _valued_on(value, special, b, j)
-            # suffix s covers positions[s:]; the last table (s = count) reaches value 0 only
-            for s in range(count + 1):
-                offset[j, b, s] = cursor + s * span
-            data[offset[j, b, count]] = 0
+            count, capacity = positions.size, capacities[b]
+            # suffix s covers positions[s:]; the last table (s = count) reaches value 0 only, built first
+            offset[j, b, count] = cursor
+            data[cursor] = 0
+            cursor += 1
             for s in range(count - 1, -1, -1):
-                here, after = offset[j, b, s], offset[j, b, s + 1]
+                after, after_length = offset[j, b, s + 1], length[j, b, s + 1]
+                here = cursor
                 w, v = weight[positions[s]], value[positions[s], b, j]
-                for t in range(span):
-                    reach = data[after + t - v] + w if t >= v else w  # alone, the item reaches up to its value
-                    data[here + t] = min(data[after + t], reach)
+                stored = 0
+                for t in range(after_length + v):
+                    least = data[after + t] if t < after_length else UNREACHABLE
+                    if t < v:
+                        least = min(least, w)  # alone, the item reaches up to its value
+                    elif t - v < after_length:
+                        least = min(least, data[after + t - v] + w)
+                    if least > capacity:
+                        break  # non-decreasing: every later entry passes the capacity too
+                    data[here + t] = least
+                    stored += 1
+                offset[j, b, s] = here
+                length[j, b, s] = max(stored, 1)  # entry 0 (weight 0) always fits
+                cursor += max(stored, 1)
                 if j == 0:
                     for i in range(width):
                         member_best[b, s, i] = member_best[b, s + 1, i] + best[positions[s], i]
-            cursor += (count + 1) * span
             c = 0
             for k in range(n + 1):
                 while c < count and positions[c] < k:
                     c += 1
                 suffix_of[j, b, k] = c
-    return offset, length, data, suffix_of, member_best, tabled
+    return offset, length, data[:cursor], suffix_of, member_best, tabled
 
 
 @njit(cache=True)
@@ -295,7 +309,7 @@ def build_joint_tables(weight, value, special, tabled, offset, length, max_span,
                     total += value[k, b, j]
                     count += 1
             spans[b] = total + 1
-            cells += (count + 1) * length[0, b] * (total + 1)
+            cells += (count + 1) * length[0, b, 0] * (total + 1)
             if total + 1 > max_span:
                 cells = max_cells + 1
         if cells <= max_cells:
@@ -309,7 +323,7 @@ def build_joint_tables(weight, value, special, tabled, offset, length, max_span,
         for b in range(m):
             positions = _valued_on(value, special, b, 0)
             count = positions.size
-            spans_c, spans_r = length[0, b], joint_span[j, b]
+            spans_c, spans_r = length[0, b, 0], joint_span[j, b]
             block = spans_c * spans_r
             for t in range(count + 1):
                 joint_offset[j, b, t] = cursor + t * block
@@ -339,6 +353,12 @@ def _table_value(data, start, span, room):
 
 
 @njit(cache=True)
+def _within(data, start, stored, v, room):
+    """Whether the table reaches v within `room` (an entry past the stored end lies beyond every room)."""
+    return v < stored and data[start + v] <= room
+
+
+@njit(cache=True)
 def _fractional(order, count, weight, column, k, room, heaviest):
     """Fractional knapsack of `column` over positions ≥ k into `room`, rounded down, leaving out items heavier
     than `heaviest` (they fit in none of the rooms pooled into `room`)."""
@@ -365,7 +385,7 @@ def _component_bound(j, k, remaining, lightest, weight, best, orders, counts, ta
         total = 0
         for b in range(m):
             s = suffix_of[j, b, k]
-            total += _table_value(data, offset[j, b, s], length[j, b], remaining[b])
+            total += _table_value(data, offset[j, b, s], length[j, b, s], remaining[b])
         return total
     order, count = orders[j, k // ORDER_STRIDE], counts[j, k // ORDER_STRIDE]
     room, heaviest, node_wise = 0, 0, 0
@@ -411,7 +431,8 @@ def _cannot_improve(
             # each node's own credit bound, kept: a tie below commits it
             bound = 0
             for b in range(m):
-                reached[b] = _table_value(data, offset[0, b, suffix_of[0, b, k]], length[0, b], remaining[b])
+                s = suffix_of[0, b, k]
+                reached[b] = _table_value(data, offset[0, b, s], length[0, b, s], remaining[b])
                 bound += reached[b]
         else:
             bound = _component_bound(
@@ -470,12 +491,12 @@ def home_start(weight, value, special, capacities, tabled, offset, length, data)
     for b in range(m):
         positions = _valued_on(value, special, b, 0)
         room = remaining[b]
-        target = _table_value(data, offset[0, b, 0], length[0, b], room)
+        target = _table_value(data, offset[0, b, 0], length[0, b, 0], room)
         for s in range(positions.size):
             k = positions[s]
             if target == 0:
                 break
-            if path[k] >= 0 or weight[k] > room or data[offset[0, b, s + 1] + target] <= room:
+            if path[k] >= 0 or weight[k] > room or _within(data, offset[0, b, s + 1], length[0, b, s + 1], target, room):
                 continue  # taken elsewhere (the rest may then fall short), too large, or not needed for the target
             path[k] = b
             room -= weight[k]
