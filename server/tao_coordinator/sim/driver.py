@@ -16,6 +16,10 @@ serving it for every policy (`core/eligibility.py`). A side call (`model.py`) is
 the next main-model call: the phase's `ToolStart` is sent after the last main-model answer and its `ToolEnd` when the
 next main-model call is wanted. A workload with a model the fleet does not serve is refused before the run.
 
+Chats (`ScriptMeta.chat`): registered, one call acquired, closed with its answer like any session whose last
+answer arrived — no tool phase is opened after it. Their TTFT and latency are recorded apart, and they are left out
+of the task latency (`metrics.py`); a workload with chats reports the chat figures.
+
 Calls submitted to a node during one heap entry (the sessions a plan admits together, the first sessions at time 0)
 join the node's next step together, as they would join vLLM's next scheduler step: a node is asked for its next
 event time only after the entry is done, because asking commits the step.
@@ -46,7 +50,7 @@ from ..core.settings import CoreSettings
 from ..core.signals.cache_credit import node_half_life
 from ..core.snapshot import PlanJob, Snapshot
 from .feeds import DEFAULT_SCRAPE_INTERVAL_S, RouterFeeds
-from .metrics import Recorder, RunMetrics, summarize, with_side_calls
+from .metrics import Recorder, RunMetrics, summarize, with_chats, with_side_calls
 from .node import Finished, FirstToken, NodeEngine, NodeProfile, NodeRequest, RequestRejected
 from .plan_timing import PLAN_TIMINGS, PlanTiming
 from .workloads import MAIN_MODEL, SMALL_MODEL, SessionScript, Workload
@@ -176,6 +180,8 @@ class FleetSimulation:
         )
         if SMALL_MODEL in self.node_models.values():
             metrics = with_side_calls(metrics, self.recorder)
+        if any(script.meta.chat for script in self.workload.scripts):
+            metrics = with_chats(metrics, self.recorder)
         return self._with_half_lives(metrics)
 
     def _with_half_lives(self, metrics: RunMetrics) -> RunMetrics:
@@ -306,6 +312,8 @@ class FleetSimulation:
         self.recorder.ttfts.append(waited)
         if event.request_id in self._side_requests:
             self.recorder.side_ttfts.append(waited)
+        if session.script.meta.chat:
+            self.recorder.chat_ttfts.append(waited)
         self.recorder.engine_ttfts.append(event.ttft)
         if session.after_tool:
             self.recorder.tool_end_to_first_token.append(waited)
@@ -315,6 +323,7 @@ class FleetSimulation:
         recorder = self.recorder
         recorder.requests += 1
         recorder.side_calls += event.request_id in self._side_requests
+        recorder.chats += session.script.meta.chat
         self._side_requests.discard(event.request_id)
         recorder.small_model_calls += self.node_models[node_id] == SMALL_MODEL
         recorder.prompt_tokens += event.prompt_tokens
@@ -391,7 +400,8 @@ class FleetSimulation:
         self.recorder.makespan = max(self.recorder.makespan, now)
         parent = session.parent
         if parent is None:
-            self.recorder.task_latencies.append(now - session.started_at)
+            latencies = self.recorder.chat_latencies if session.script.meta.chat else self.recorder.task_latencies
+            latencies.append(now - session.started_at)
             self._start_next(now)
             return
         launch = next(launch for launch in parent.script.subagents if launch.script is session.script)
