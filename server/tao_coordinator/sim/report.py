@@ -125,7 +125,9 @@ def _chats(result: RunResult) -> str:
     metrics = result.metrics
     if metrics.chats is None:
         return ""
-    ttft = f"TTFT mean {_format('{:.2f}', metrics.chat_ttft_mean_s)} s, p99 {_format('{:.2f}', metrics.chat_ttft_p99_s)} s"
+    ttft = (
+        f"TTFT mean {_format('{:.2f}', metrics.chat_ttft_mean_s)} s, p99 {_format('{:.2f}', metrics.chat_ttft_p99_s)} s"
+    )
     return (
         f"{result.policy} × {result.concurrency}: {metrics.chats} chats answered ({ttft}; latency mean "
         f"{_format('{:.2f}', metrics.chat_latency_mean_s)} s, not in the task latency)"

@@ -13,6 +13,7 @@ from .agentx import load_agentx
 from .distributions import QuantileTable, SyntheticPreset
 from .files import traces_dir
 from .mini_swe import GEMINI_3_PRO_LLM_TIME, LlmTimeModel, load_mini_swe
+from .mixed import DEFAULT_CHAT_SHARE, MIXED, generate_mixed
 from .model import (
     MAIN_MODEL,
     SMALL_MODEL,
@@ -31,7 +32,6 @@ from .model import (
     Workload,
 )
 from .rules import GapRule
-from .mixed import DEFAULT_CHAT_SHARE, MIXED, generate_mixed
 from .synthetic import CLAUDE_CODE, CLAUDE_CODE_SIDE_CALLS, PRESETS, SWE_AGENT, generate
 
 __all__ = [

@@ -32,6 +32,7 @@ import math
 import random
 from itertools import count
 
+from ...core.model import BlockRun
 from ..prompt import Prompt
 from .blocks import CHAT, NODE_BLOCK_TOKENS, namespace_base
 from .distributions import QuantileTable as Q
@@ -108,7 +109,7 @@ def _chat(seed: int, index: int, scale: float, max_context: int | None, slot: in
         tokens = max(1, min(tokens, max_context - output))
     blocks = tokens // NODE_BLOCK_TOKENS
     shared = min(blocks, math.ceil(CHAT_SYSTEM_PROMPT_TOKENS * scale) // NODE_BLOCK_TOKENS)
-    runs = ((namespace_base(CHAT, 0), shared),) if shared else ()
+    runs: tuple[BlockRun, ...] = ((namespace_base(CHAT, 0), shared),) if shared else ()
     if blocks > shared:
         runs += ((namespace_base(CHAT, slot), blocks - shared),)
     request = RequestSpec(Prompt(tokens, runs), output, 0.0, "start", TOOL_START, model=MAIN_MODEL)
