@@ -27,6 +27,9 @@ event time only after the entry is done, because asking commits the step.
 Determinism: the heap orders by (time, insertion number); engines, coordinator and workload are deterministic, so
 with "fixed" plan timing a seed gives the same simulated run and only the wall-clock planner timings differ between
 runs. `run(timing=False)` promises a reproducible result and so refuses "measured" plan timing.
+
+A run ends when nothing is left to happen; a session that has not finished then (left waiting for a place that no
+event will give it) makes the run fail rather than report figures without it.
 """
 
 from __future__ import annotations
@@ -111,6 +114,7 @@ class FleetSimulation:
         if plan_timing not in PLAN_TIMINGS or plan_delay_s < 0:
             raise ValueError(f"plan_timing must be one of {PLAN_TIMINGS} and plan_delay_s at least 0")
         self.workload = workload
+        self.policy = policy
         self.settings = settings or CoreSettings(lease_ttl_s=1e12)
         chosen = make_policy(policy, seed)
         self.coordinator = Coordinator(chosen, self.settings, inline_planning=False)
@@ -168,6 +172,12 @@ class FleetSimulation:
             self._wake_nodes()
             self._schedule_tick()
             self.events += 1
+        if self._sessions:
+            stuck = sorted(self._sessions)
+            raise RuntimeError(
+                f"{self.policy}: {len(stuck)} sessions never finished ({', '.join(stuck[:3])}…): nothing was left to "
+                "happen while they waited; their figures would be missing from the run"
+            )
         counters = [engine.counters() for engine in self.engines.values()]
         preemptions = sum(c.num_preemptions for c in counters)
         coordinator = self.coordinator
