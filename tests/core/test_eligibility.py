@@ -197,3 +197,15 @@ def test_a_holder_on_a_node_that_does_not_serve_the_model_its_call_names_is_move
     [route] = coordinator.on_event(Acquire("s", 20_000, model=LARGE), 0.3)
     assert FLEET[route.node] == LARGE
     assert coordinator.session("s").node == route.node
+
+
+@pytest.mark.parametrize("policy", ["tao", "tao-static-admit"])
+def test_a_session_larger_than_its_models_nodes_is_charged_their_capacity_not_a_larger_node_of_another_model(policy):
+    """Charged the capacity of the largest node serving its model: the small-model node's larger capacity would
+    leave a session between the two sizes fitting nowhere it may go, waiting for ever."""
+    coordinator = fleet(policy, {"large-0": LARGE, "small-0": SMALL}, capacity=100_000)
+    coordinator.on_event(Register("big", AgentProfile(model=LARGE), expected_input_tokens=95_000), 0.0)
+    actions = coordinator.on_event(Acquire("big", 95_000, model=LARGE), 0.1)
+    actions += coordinator.on_event(Tick(), 0.2)
+    session = coordinator.session("big")
+    assert (session.phase, session.node) == (Phase.IN_LLM, "large-0"), actions

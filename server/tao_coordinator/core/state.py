@@ -13,6 +13,7 @@ import heapq
 from collections import Counter
 from collections.abc import Callable, Iterable
 
+from .eligibility import serves, session_model
 from .errors import UnknownNode, UnknownSession
 from .model import AgentSession, Node, NodeId, Phase, SessionId
 from .settings import CoreSettings
@@ -120,14 +121,19 @@ class FleetState:
     def used_cells(self, settings: CoreSettings) -> dict[NodeId, int]:
         """Capacity cells held per node by the sessions that hold places there, at their current footprint —
         charged as the planner charges them (`policies/problem.py`): a session outside a call at most the
-        largest plannable capacity, so a plan the solver found feasible is feasible here too."""
-        largest = largest_plannable_tokens(self.nodes.values(), settings)
+        largest plannable capacity of the nodes serving its model, so a plan the solver found feasible is feasible
+        here too."""
+        fleet = self.nodes.values()
+        largest: dict[str, int] = {}
         used: dict[NodeId, int] = {}
         for session in self.sessions.values():
             if session.node is not None:
                 tokens = footprint_tokens(session, settings)
                 if session.phase is not Phase.IN_LLM:
-                    tokens = min(tokens, largest)
+                    model = session_model(session, fleet)
+                    if model not in largest:
+                        largest[model] = largest_plannable_tokens(fleet, settings, model)
+                    tokens = min(tokens, largest[model])
                 used[session.node] = used.get(session.node, 0) + token_cells(tokens, settings)
         return used
 
@@ -144,9 +150,9 @@ def token_cells(tokens: int, settings: CoreSettings) -> int:
     return -(-tokens // settings.capacity_quantum_tokens)
 
 
-def largest_plannable_tokens(nodes: Iterable[Node], settings: CoreSettings) -> int:
-    """The largest capacity any healthy node offers the planner, in tokens: the most a session outside a call is
-    charged, so that no session is too large to place anywhere."""
-    return max((capacity_cells(node, settings) for node in nodes if node.healthy), default=0) * (
-        settings.capacity_quantum_tokens
-    )
+def largest_plannable_tokens(nodes: Iterable[Node], settings: CoreSettings, model: str = "") -> int:
+    """The largest capacity any healthy node serving `model` offers the planner, in tokens: the most a session of
+    that main model is charged outside a call, so that no session is too large to place anywhere it may go (a
+    larger node of another model is no place for it: `eligibility.py`)."""
+    plannable = (capacity_cells(node, settings) for node in nodes if node.healthy and serves(node, model))
+    return max(plannable, default=0) * settings.capacity_quantum_tokens

@@ -19,7 +19,16 @@ from .node import BUILTIN_PROFILES, NodeProfile, UnknownProfile, profile_by_name
 from .node.profile import with_cpu_tier
 from .plan_timing import PLAN_TIMINGS, PlanTiming
 from .small_nodes import SmallNodes, small_model_calls, small_nodes
-from .workloads import PRESETS, Workload, generate, load_agentx, load_mini_swe
+from .workloads import (
+    DEFAULT_CHAT_SHARE,
+    MIXED,
+    PRESETS,
+    Workload,
+    generate,
+    generate_mixed,
+    load_agentx,
+    load_mini_swe,
+)
 from .workloads.files import read_records
 from .workloads.rules import GapRule
 
@@ -32,12 +41,17 @@ class UsageError(ValueError):
     """A command-line value is wrong; the message names it."""
 
 
+SYNTHETIC_WORKLOADS = (*PRESETS, MIXED)
+"""What `--trace synthetic:NAME` accepts: a preset of `synthetic.py`, or the mixed workload of `mixed.py`."""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--trace",
         default="synthetic",
         help="a trace file (AgentX .jsonl[.gz]/.json, or mini-swe-agent steps .jsonl.gz), or synthetic[:PRESET] "
-        f"with PRESET one of {', '.join(PRESETS)} (default: synthetic:claude-code)",
+        f"with PRESET one of {', '.join(SYNTHETIC_WORKLOADS)} (default: synthetic:claude-code); {MIXED}: the "
+        "claude-code-side-calls agents with chat requests between them (needs --small-nodes)",
     )
     parser.add_argument("--policy", default="tao,round-robin", help="comma-separated policies")
     parser.add_argument("--concurrency", default="16", help="comma-separated concurrent sessions")
@@ -53,6 +67,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a CPU KV tier of this many GiB on every node, as vLLM's --kv-offloading-size (0: none)",
     )
     parser.add_argument("--sessions", type=int, default=64, help="synthetic sessions to generate")
+    parser.add_argument(
+        "--chat-share",
+        type=float,
+        help=f"synthetic:{MIXED} only: the fraction of sessions that are chat requests, in [0, 1] "
+        f"(default {DEFAULT_CHAT_SHARE:g})",
+    )
     parser.add_argument("--limit-traces", type=int, help="replay only the first N traces")
     parser.add_argument(
         "--max-context",
@@ -145,12 +165,29 @@ def core_settings(args: argparse.Namespace) -> CoreSettings:
 
 
 def load_workload(
-    spec: str, max_context: int, limit: int | None, seed: int, sessions: int, side_call_rate: float = 1.0
+    spec: str,
+    max_context: int,
+    limit: int | None,
+    seed: int,
+    sessions: int,
+    side_call_rate: float = 1.0,
+    chat_share: float | None = None,
 ) -> Workload:
-    if spec == "synthetic" or spec.startswith("synthetic:"):
-        preset = spec.partition(":")[2] or "claude-code"
+    """The workload `--trace` names; `chat_share` (`--chat-share`) only for the mixed one."""
+    synthetic = spec == "synthetic" or spec.startswith("synthetic:")
+    preset = (spec.partition(":")[2] or "claude-code") if synthetic else ""
+    if chat_share is not None and preset != MIXED:
+        raise UsageError(f"--chat-share: only the synthetic:{MIXED} workload has chats; --trace is {spec!r}")
+    if chat_share is not None and not 0 <= chat_share <= 1:
+        raise UsageError(f"--chat-share: the fraction of sessions that are chats, in [0, 1]; got {chat_share:g}")
+    if preset == MIXED:
+        share = DEFAULT_CHAT_SHARE if chat_share is None else chat_share
+        count = limit or sessions
+        rate = side_call_rate
+        return generate_mixed(sessions=count, seed=seed, chat_share=share, max_context=max_context, side_call_rate=rate)
+    if synthetic:
         if preset not in PRESETS:
-            raise UsageError(f"--trace: unknown synthetic preset {preset!r}; known: {', '.join(PRESETS)}")
+            raise UsageError(f"--trace: unknown synthetic preset {preset!r}; known: {', '.join(SYNTHETIC_WORKLOADS)}")
         rate = side_call_rate
         return generate(preset, sessions=limit or sessions, seed=seed, max_context=max_context, side_call_rate=rate)
     path = Path(spec)
@@ -214,7 +251,7 @@ def run(args: argparse.Namespace) -> int:
         small = _small_nodes(args)
         max_context = args.max_context or profile.model_len_limit
         workload = load_workload(
-            args.trace, max_context, args.limit_traces, args.seed, args.sessions, small.side_call_rate
+            args.trace, max_context, args.limit_traces, args.seed, args.sessions, small.side_call_rate, args.chat_share
         )
         if small.nodes == 0 and small_model_calls(workload):
             raise UsageError(

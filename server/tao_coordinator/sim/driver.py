@@ -16,6 +16,10 @@ serving it for every policy (`core/eligibility.py`). A side call (`model.py`) is
 the next main-model call: the phase's `ToolStart` is sent after the last main-model answer and its `ToolEnd` when the
 next main-model call is wanted. A workload with a model the fleet does not serve is refused before the run.
 
+Chats (`ScriptMeta.chat`): registered, one call acquired, closed with its answer like any session whose last
+answer arrived — no tool phase is opened after it. Their TTFT and latency are recorded apart, and they are left out
+of the task latency (`metrics.py`); a workload with chats reports the chat figures.
+
 Calls submitted to a node during one heap entry (the sessions a plan admits together, the first sessions at time 0)
 join the node's next step together, as they would join vLLM's next scheduler step: a node is asked for its next
 event time only after the entry is done, because asking commits the step.
@@ -23,6 +27,9 @@ event time only after the entry is done, because asking commits the step.
 Determinism: the heap orders by (time, insertion number); engines, coordinator and workload are deterministic, so
 with "fixed" plan timing a seed gives the same simulated run and only the wall-clock planner timings differ between
 runs. `run(timing=False)` promises a reproducible result and so refuses "measured" plan timing.
+
+A run ends when nothing is left to happen; a session that has not finished then (left waiting for a place that no
+event will give it) makes the run fail rather than report figures without it.
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ from ..core.settings import CoreSettings
 from ..core.signals.cache_credit import node_half_life
 from ..core.snapshot import PlanJob, Snapshot
 from .feeds import DEFAULT_SCRAPE_INTERVAL_S, RouterFeeds
-from .metrics import Recorder, RunMetrics, summarize, with_side_calls
+from .metrics import Recorder, RunMetrics, summarize, with_chats, with_side_calls
 from .node import Finished, FirstToken, NodeEngine, NodeProfile, NodeRequest, RequestRejected
 from .plan_timing import PLAN_TIMINGS, PlanTiming
 from .workloads import MAIN_MODEL, SMALL_MODEL, SessionScript, Workload
@@ -107,6 +114,7 @@ class FleetSimulation:
         if plan_timing not in PLAN_TIMINGS or plan_delay_s < 0:
             raise ValueError(f"plan_timing must be one of {PLAN_TIMINGS} and plan_delay_s at least 0")
         self.workload = workload
+        self.policy = policy
         self.settings = settings or CoreSettings(lease_ttl_s=1e12)
         chosen = make_policy(policy, seed)
         self.coordinator = Coordinator(chosen, self.settings, inline_planning=False)
@@ -164,6 +172,12 @@ class FleetSimulation:
             self._wake_nodes()
             self._schedule_tick()
             self.events += 1
+        if self._sessions:
+            stuck = sorted(self._sessions)
+            raise RuntimeError(
+                f"{self.policy}: {len(stuck)} sessions never finished ({', '.join(stuck[:3])}…): nothing was left to "
+                "happen while they waited; their figures would be missing from the run"
+            )
         counters = [engine.counters() for engine in self.engines.values()]
         preemptions = sum(c.num_preemptions for c in counters)
         coordinator = self.coordinator
@@ -176,6 +190,8 @@ class FleetSimulation:
         )
         if SMALL_MODEL in self.node_models.values():
             metrics = with_side_calls(metrics, self.recorder)
+        if any(script.meta.chat for script in self.workload.scripts):
+            metrics = with_chats(metrics, self.recorder)
         return self._with_half_lives(metrics)
 
     def _with_half_lives(self, metrics: RunMetrics) -> RunMetrics:
@@ -306,6 +322,8 @@ class FleetSimulation:
         self.recorder.ttfts.append(waited)
         if event.request_id in self._side_requests:
             self.recorder.side_ttfts.append(waited)
+        if session.script.meta.chat:
+            self.recorder.chat_ttfts.append(waited)
         self.recorder.engine_ttfts.append(event.ttft)
         if session.after_tool:
             self.recorder.tool_end_to_first_token.append(waited)
@@ -315,6 +333,7 @@ class FleetSimulation:
         recorder = self.recorder
         recorder.requests += 1
         recorder.side_calls += event.request_id in self._side_requests
+        recorder.chats += session.script.meta.chat
         self._side_requests.discard(event.request_id)
         recorder.small_model_calls += self.node_models[node_id] == SMALL_MODEL
         recorder.prompt_tokens += event.prompt_tokens
@@ -391,7 +410,8 @@ class FleetSimulation:
         self.recorder.makespan = max(self.recorder.makespan, now)
         parent = session.parent
         if parent is None:
-            self.recorder.task_latencies.append(now - session.started_at)
+            latencies = self.recorder.chat_latencies if session.script.meta.chat else self.recorder.task_latencies
+            latencies.append(now - session.started_at)
             self._start_next(now)
             return
         launch = next(launch for launch in parent.script.subagents if launch.script is session.script)

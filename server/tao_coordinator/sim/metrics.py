@@ -1,8 +1,10 @@
 """What a simulated run measures, and the summary `tao sim` prints and writes.
 
 Definitions (every time is virtual seconds unless named `_ms`):
-- task latency: a top-level session's first request wanted → its last answer (a blocking child delays that answer;
-  an async child that outlives its parent is not waited for);
+- task latency: a top-level agent session's first request wanted → its last answer (a blocking child delays that
+  answer; an async child that outlives its parent is not waited for). Chats (`workloads/model.py`) are not tasks:
+  their one-call latency would pull the mean of hour-long agent sessions towards zero as the chat share grows, so
+  task latency is over agent sessions only and chats have figures of their own (below);
 - TTFT: a request wanted by the agent (after its tool or gap) → its first token. It includes the wait for admission
   under TAO and the queue inside vLLM for every policy, so policies compare on what the agent sees;
 - engine TTFT: arrival at the node → first token (vLLM's own TTFT), for diagnosis;
@@ -21,6 +23,9 @@ Definitions (every time is virtual seconds unless named `_ms`):
 - two models (runs with small-model nodes only; None otherwise, and left out of the JSON): side calls answered, their
   TTFT (mean, p99; they count in TTFT too), and calls answered by small-model nodes (side calls and sub-agents on
   the small model);
+- chats (runs whose workload has chats only; None otherwise, and left out of the JSON): chats answered, their TTFT
+  (mean, p99; they count in TTFT, throughput and every per-request figure too) and their latency (wanted → last
+  token, mean);
 - CPU tier: prompt tokens loaded from the nodes' CPU tiers, and the link time spent loading them (0 without a tier).
 """
 
@@ -58,6 +63,9 @@ class Recorder:
     side_ttfts: list[float] = field(default_factory=list)
     side_calls: int = 0
     small_model_calls: int = 0
+    chats: int = 0
+    chat_ttfts: list[float] = field(default_factory=list)
+    chat_latencies: list[float] = field(default_factory=list)
     calls_by_node_model: Counter[tuple[str, str]] = field(default_factory=Counter)
     """Calls submitted, by (node, model of the call): what the test of eligibility reads."""
 
@@ -98,10 +106,30 @@ class RunMetrics:
     side_ttft_mean_s: float | None = None
     side_ttft_p99_s: float | None = None
     small_model_calls: int | None = None
+    chats: int | None = None
+    chat_ttft_mean_s: float | None = None
+    chat_ttft_p99_s: float | None = None
+    chat_latency_mean_s: float | None = None
 
 
 TWO_MODEL_FIELDS = ("side_calls", "side_ttft_mean_s", "side_ttft_p99_s", "small_model_calls")
 """Figures of two-model runs only: None, and absent from the JSON, in a run without small-model nodes."""
+
+
+CHAT_FIELDS = ("chats", "chat_ttft_mean_s", "chat_ttft_p99_s", "chat_latency_mean_s")
+"""Figures of runs whose workload has chats only: None, and absent from the JSON, otherwise."""
+OPTIONAL_FIELDS = TWO_MODEL_FIELDS + CHAT_FIELDS
+
+
+def with_chats(metrics: RunMetrics, recorder: Recorder) -> RunMetrics:
+    """`metrics` with the chat figures of `recorder`."""
+    return replace(
+        metrics,
+        chats=recorder.chats,
+        chat_ttft_mean_s=mean(recorder.chat_ttfts),
+        chat_ttft_p99_s=percentile(recorder.chat_ttfts, 0.99, method="linear"),
+        chat_latency_mean_s=mean(recorder.chat_latencies),
+    )
 
 
 def with_side_calls(metrics: RunMetrics, recorder: Recorder) -> RunMetrics:

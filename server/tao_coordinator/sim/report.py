@@ -3,7 +3,8 @@
 JSON layout: `{"runs": [{"policy", "concurrency", "seed", "metrics": {...}}], "workload": {...}, "fleet": {...},
 "planning": {"timing", "delay_ms"}, "credit": {"half_life_s", "fit"}}` — `planning` says what each plan was charged
 in virtual time, `credit` how cache credit decayed (the configured half-life, and whether it was fitted per node).
-A run's metrics hold the two-model figures (`metrics.TWO_MODEL_FIELDS`) only when it had small-model nodes.
+A run's metrics hold the two-model figures (`metrics.TWO_MODEL_FIELDS`) only when it had small-model nodes, and the
+chat figures (`metrics.CHAT_FIELDS`) only when its workload had chats.
 Floats are rounded to 6 significant digits so the file is stable and readable; NaN (no sample) becomes null.
 """
 
@@ -14,7 +15,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .metrics import TWO_MODEL_FIELDS, RunMetrics
+from .metrics import OPTIONAL_FIELDS, RunMetrics
 from .workloads import LoadReport
 
 
@@ -67,8 +68,9 @@ def to_json(
 
 
 def _metrics(metrics: RunMetrics) -> dict[str, Any]:
-    """The metrics as a mapping, without the two-model figures of a one-model run."""
-    return {k: v for k, v in asdict(metrics).items() if v is not None or k not in TWO_MODEL_FIELDS}
+    """The metrics as a mapping, without the two-model figures of a one-model run nor the chat figures of a run
+    without chats."""
+    return {k: v for k, v in asdict(metrics).items() if v is not None or k not in OPTIONAL_FIELDS}
 
 
 COLUMNS = (
@@ -114,7 +116,22 @@ def render_table(results: list[RunResult]) -> str:
     lines.append("plans: started; cut: applied only up to a step no longer valid; dropped: no step valid")
     lines += [line for result in results if (line := _half_lives(result))]
     lines += [line for result in results if (line := _side_calls(result))]
+    lines += [line for result in results if (line := _chats(result))]
     return "\n".join(lines)
+
+
+def _chats(result: RunResult) -> str:
+    """One line per run with chats: how many were answered, their TTFT and latency (not in the task latency)."""
+    metrics = result.metrics
+    if metrics.chats is None:
+        return ""
+    ttft = (
+        f"TTFT mean {_format('{:.2f}', metrics.chat_ttft_mean_s)} s, p99 {_format('{:.2f}', metrics.chat_ttft_p99_s)} s"
+    )
+    return (
+        f"{result.policy} × {result.concurrency}: {metrics.chats} chats answered ({ttft}; latency mean "
+        f"{_format('{:.2f}', metrics.chat_latency_mean_s)} s, not in the task latency)"
+    )
 
 
 def _side_calls(result: RunResult) -> str:

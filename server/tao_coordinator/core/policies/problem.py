@@ -93,7 +93,7 @@ def build_problem(
     free = [capacity_cells(node, settings) for node in healthy]
     workflows = WorkflowIndex.of(snapshot.sessions) if workflows is None else workflows
     ctx = SignalContext(now, settings, {node.id: node for node in healthy}, workflows)
-    largest = largest_plannable_tokens(healthy, settings)
+    largest: dict[str, int] = {}
     previous = {} if cache is None else cache.begin((settings, _node_inputs(healthy, values.node_fields)))
     kept: dict[SessionId, _Kept] = {}
     evaluated = 0
@@ -109,15 +109,18 @@ def build_problem(
             continue
         if session.phase is Phase.CLOSED:
             continue
+        model = session_model(session, snapshot.nodes)
+        if model not in largest:  # the most a session of that model is charged: the largest node serving it
+            largest[model] = largest_plannable_tokens(healthy, settings, model)
         entry = previous.get(session.id)
         if entry is None or entry.session is not session or not entry.since <= now < entry.value.until:
             value, footprint = values.evaluate(session, ctx), footprint_tokens(session, settings)
-            tokens = min(footprint, largest)
+            tokens = min(footprint, largest[model])
             item = _item(value, tokens, index, settings, _excluded(session, healthy, snapshot.nodes))
             entry = _Kept(session, now, value, footprint, item, tokens)
             evaluated += 1
         else:
-            tokens = min(entry.footprint, largest)
+            tokens = min(entry.footprint, largest[model])
             if entry.tokens != tokens:
                 entry.item = _item(entry.value, tokens, index, settings, entry.item.excluded)
                 entry.tokens = tokens

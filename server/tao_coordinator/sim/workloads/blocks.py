@@ -2,7 +2,7 @@
 
 Id layout (every id is a non-negative int below 2**63, so it fits a signed 64-bit integer):
 
-    bit 62 … 56   source tag (7 bits): AGENTX, MINI_SWE, SYNTHETIC
+    bit 62 … 56   source tag (7 bits): AGENTX, MINI_SWE, SYNTHETIC, CHAT
     bit 55 … 36   slot (20 bits): 0 = ids shared by every script of the source, k ≥ 1 = one trace or session
     bit 35 …  0   local id (36 bits)
 
@@ -24,6 +24,7 @@ NODE_BLOCK_TOKENS = 16
 AGENTX = 1
 MINI_SWE = 2
 SYNTHETIC = 3
+CHAT = 4
 
 LOCAL_BITS = 36
 SLOT_BITS = 20

@@ -22,13 +22,15 @@ Replay contract (the driver implements it; every loader and the generator produc
   ends only when the next main-model request is sent (the traces count side calls in `think_time` too). A side call
   shares no prompt block with the main agent's prompts. A sub-agent on the small model is a child script whose
   requests all name it.
+- Chats. A script marked `meta.chat` is a chat request, not an agent: one main-model request, no tool after it, no
+  sub-agent; it finishes with its only answer. Metrics count chats apart from agent sessions (`sim/metrics.py`).
 - Prompts follow `sim.prompt.Prompt`: 16-token node blocks, prefix-chained ids, ids unique across scripts unless a
   prefix is really shared (see `blocks.py`). `output_block_runs` names the blocks the answer fills when the next
   request of the same agent extends this prompt; empty when it does not, or when there is no next request.
 
 Invariants: `requests` is non-empty; `requests[0].gap_kind == "start"` and its gap is 0; every other request has a
 "tool" or "user" gap ≥ 0; `0 ≤ after_request < len(requests)` for every launch; the first request names the
-script's main model.
+script's main model; a chat has exactly one request and no launch.
 """
 
 from __future__ import annotations
@@ -97,6 +99,8 @@ class ScriptMeta:
     """Tokens at the head of every prompt whose block ids other scripts of the workload also use."""
     origin: str = ""
     """Where the script came from: trace id, instance id, or `seed:index` for synthetic sessions."""
+    chat: bool = False
+    """A chat request (one call, no tool, no following turn) rather than an agent session."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +125,8 @@ class SessionScript:
             raise ValueError(f"{self.id}: a script needs at least one request")
         if any(not 0 <= launch.after_request < len(self.requests) for launch in self.subagents):
             raise ValueError(f"{self.id}: a sub-agent launch points outside the parent's requests")
+        if self.meta.chat and (len(self.requests) != 1 or self.subagents):
+            raise ValueError(f"{self.id}: a chat has exactly one request and no sub-agent")
 
     @property
     def model(self) -> str:
