@@ -1,9 +1,9 @@
 """Values kept from one plan to the next are the values a fresh evaluation gives, at every instant.
 
-The planner keeps a session's item while its `AgentSession` object, the nodes' inputs and the settings are the same and
-`now` is before the value's next step (`SessionValue.until`). These tests drive `build_problem` through a random
-history — time passing in steps large and tiny, sessions replaced, nodes changing — and compare each problem with
-the one built without the cache.
+The planner keeps a session's value while its `AgentSession` object, the nodes and the settings are the same, and
+evaluates again only the signals whose next step (`SignalPart.until`) came or one of whose node inputs changed.
+These tests drive `build_problem` through a random history — time passing in steps large and tiny, sessions
+replaced, nodes changing — and compare each problem with the one built without the cache.
 """
 
 import random
@@ -85,6 +85,9 @@ def test_a_kept_value_is_the_fresh_value_at_every_instant():
                 nodes[b] = replace(
                     nodes[b], load=NodeLoad(running=rng.randint(0, 9)), capacity_tokens=rng.randint(200_000, 400_000)
                 )
+            if rng.random() < 0.2:  # read by the token time alone: the other parts are kept
+                b = rng.randrange(len(nodes))
+                nodes[b] = replace(nodes[b], decode_step_s=rng.choice([0.0, 0.011, 0.013, 0.02]))
             if rng.random() < 0.05:
                 b = rng.randrange(len(nodes))
                 nodes[b] = replace(nodes[b], healthy=not nodes[b].healthy)

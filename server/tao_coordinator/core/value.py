@@ -27,6 +27,8 @@ Value = tuple[int, ...]
 
 LIMIT = 1 << 61
 
+NO_PART_NODES: Mapping[NodeId, int] = {}
+
 
 class EmbeddingOverflow(ArithmeticError):
     """The instance's value sums do not fit below `LIMIT`."""
@@ -41,8 +43,20 @@ class SessionValue:
     """The value holds from the evaluation's `now` until this time, the session and its nodes unchanged."""
 
 
+@dataclass(frozen=True, slots=True)
+class SignalPart:
+    """One signal's share of a session's value: its component on any node, the nodes where it differs, and until
+    when both hold (the signal's `changes_at`)."""
+
+    base: int
+    on_nodes: Mapping[NodeId, int]
+    until: float
+
+
 class ValueModel:
-    """An ordered list of signals; the order is the lexicographic priority."""
+    """An ordered list of signals; the order is the lexicographic priority. A session's value is assembled from one
+    part per signal (`part`, `assemble`), so a caller that keeps parts may evaluate again only the signals whose
+    inputs changed; `evaluate` is `assemble` of every part, evaluated now."""
 
     def __init__(self, signals: Sequence[Signal]) -> None:
         if not signals:
@@ -57,19 +71,25 @@ class ValueModel:
         return tuple(signal.name for signal in self.signals)
 
     def evaluate(self, session: AgentSession, ctx: SignalContext) -> SessionValue:
-        base = [signal.base(session, ctx) for signal in self.signals]
+        return self.assemble([self.part(j, session, ctx) for j in range(len(self.signals))])
+
+    def part(self, j: int, session: AgentSession, ctx: SignalContext) -> SignalPart:
+        """Signal j's part of the session's value in `ctx`."""
+        signal = self.signals[j]
+        on_nodes = signal.on_nodes(session, ctx) if signal.node_dependent else NO_PART_NODES
+        return SignalPart(signal.base(session, ctx), on_nodes, signal.changes_at(session, ctx))
+
+    def assemble(self, parts: Sequence[SignalPart]) -> SessionValue:
+        """The value whose component j is `parts[j]`'s (one part per signal, in order)."""
+        base = [part.base for part in parts]
         rows: dict[NodeId, list[int]] = {}
-        for j, signal in self._node_dependent:
-            for node, component in signal.on_nodes(session, ctx).items():
+        for j, _ in self._node_dependent:
+            for node, component in parts[j].on_nodes.items():
                 row = rows.get(node)
                 if row is None:
                     row = rows[node] = base.copy()
                 row[j] = component
-        until = math.inf
-        for signal in self.signals:
-            changes = signal.changes_at(session, ctx)
-            if changes < until:
-                until = changes
+        until = min((part.until for part in parts), default=math.inf)
         return SessionValue(tuple(base), {node: tuple(row) for node, row in rows.items()}, until)
 
 

@@ -9,11 +9,14 @@ than wait forever (vLLM itself accepts it up to `max_model_len`). A session's va
 `ValueModel`. A session may not go to a node that does not serve its main model (`eligibility.py`): its item
 excludes those nodes, and the solvers keep to the rest exactly (`solver/problem.py`).
 
-Values are kept from one plan to the next (`ValueCache`): a session's item is evaluated again only when its
-`AgentSession` object changed (every transition makes a new one), when a node attribute some signal reads or the set of
-healthy nodes changed, or when `now` reached the value's next step (`SessionValue.until`). Between decision points most
-sessions change in none of these ways, so most plans evaluate a handful of sessions instead of all of them; a plan built
-with or without the cache is the same.
+Values are kept from one plan to the next (`ValueCache`), signal by signal (`value.SignalPart`): a session is
+evaluated afresh when its `AgentSession` object changed (every transition makes a new one) or the healthy nodes, the
+models they serve or the settings changed; otherwise only the signals whose part reached its next step
+(`SignalPart.until`) or one of whose node attributes (`Signal.node_fields`) changed on some node are evaluated again,
+and the item is rebuilt only when a part came out different. Between decision points most sessions change in none of
+these ways — and a node's measured step time, which changes often, moves only the token time of sessions waiting
+without a place — so most plans evaluate a handful of parts instead of every session; a plan built with or without the
+cache is the same.
 
 The plan lists only changes: interruptions first (they free capacity), then moves, then admissions, each group by
 descending value, so the longest valid prefix the planner applies keeps the most valuable decisions. It carries the
@@ -23,7 +26,7 @@ value it ranked each change by (`Plan.values`), so the decision record (`core/de
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..eligibility import serves, session_model
 from ..model import AgentSession, Node, NodeId, Phase, SessionId
@@ -35,7 +38,7 @@ from ..signals.workflow import WorkflowIndex
 from ..snapshot import Snapshot
 from ..solver.problem import Item, Problem, Solution, relative_gap
 from ..state import capacity_cells, largest_plannable_tokens, token_cells
-from ..value import SessionValue, Value, ValueModel
+from ..value import SessionValue, SignalPart, Value, ValueModel
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +55,9 @@ class PlacementProblem:
 @dataclass(slots=True)
 class _Kept:
     session: AgentSession
-    since: float
+    parts: list[SignalPart]
+    since: list[float]
+    """When each part was evaluated: it holds from then until its `until`."""
     value: SessionValue
     footprint: int
     item: Item
@@ -66,15 +71,23 @@ class ValueCache:
 
     def __init__(self) -> None:
         self._inputs: object = None
+        self._signal_inputs: tuple[object, ...] = ()
         self._kept: dict[SessionId, _Kept] = {}
         self.evaluated = 0
         self.reused = 0
 
-    def begin(self, inputs: object) -> dict[SessionId, _Kept]:
-        """The entries still valid under `inputs`; the next plan keeps only what this one stores again."""
-        kept = self._kept if inputs == self._inputs else {}
-        self._inputs, self._kept = inputs, {}
-        return kept
+    def begin(self, inputs: object, signal_inputs: tuple[object, ...]) -> tuple[dict[SessionId, _Kept], frozenset[int]]:
+        """The entries still valid under `inputs` (nodes and settings), and the signals whose own node inputs
+        (`signal_inputs[j]`) changed since the last plan; the next plan keeps only what this one stores again."""
+        if inputs == self._inputs:
+            kept = self._kept
+            changed = frozenset(
+                j for j, (now, then) in enumerate(zip(signal_inputs, self._signal_inputs, strict=True)) if now != then
+            )
+        else:
+            kept, changed = {}, frozenset()
+        self._inputs, self._signal_inputs, self._kept = inputs, signal_inputs, {}
+        return kept, changed
 
     def keep(self, kept: dict[SessionId, _Kept], evaluated: int) -> None:
         self._kept = kept
@@ -94,7 +107,10 @@ def build_problem(
     workflows = WorkflowIndex.of(snapshot.sessions) if workflows is None else workflows
     ctx = SignalContext(now, settings, {node.id: node for node in healthy}, workflows)
     largest: dict[str, int] = {}
-    previous = {} if cache is None else cache.begin((settings, _node_inputs(healthy, values.node_fields)))
+    previous, changed = {}, frozenset()
+    if cache is not None:
+        signal_inputs = tuple(_node_inputs(healthy, signal.node_fields) for signal in values.signals)
+        previous, changed = cache.begin((settings, _node_inputs(healthy, ("models",))), signal_inputs)
     kept: dict[SessionId, _Kept] = {}
     evaluated = 0
 
@@ -113,15 +129,20 @@ def build_problem(
         if model not in largest:  # the most a session of that model is charged: the largest node serving it
             largest[model] = largest_plannable_tokens(healthy, settings, model)
         entry = previous.get(session.id)
-        if entry is None or entry.session is not session or not entry.since <= now < entry.value.until:
-            value, footprint = values.evaluate(session, ctx), footprint_tokens(session, settings)
+        if entry is None or entry.session is not session:
+            parts = [values.part(j, session, ctx) for j in range(len(values.signals))]
+            value, footprint = values.assemble(parts), footprint_tokens(session, settings)
             tokens = min(footprint, largest[model])
             item = _item(value, tokens, index, settings, _excluded(session, healthy, snapshot.nodes))
-            entry = _Kept(session, now, value, footprint, item, tokens)
+            entry = _Kept(session, parts, [now] * len(parts), value, footprint, item, tokens)
             evaluated += 1
         else:
+            new_value = False
+            if changed or not now < entry.value.until:
+                refreshed, new_value = _refresh(entry, values, ctx, changed)
+                evaluated += refreshed
             tokens = min(entry.footprint, largest[model])
-            if entry.tokens != tokens:
+            if new_value or entry.tokens != tokens:
                 entry.item = _item(entry.value, tokens, index, settings, entry.item.excluded)
                 entry.tokens = tokens
         kept[session.id] = entry
@@ -134,6 +155,26 @@ def build_problem(
     problem = Problem(tuple(items), tuple(max(0, cells) for cells in free))
     node_ids = tuple(node.id for node in healthy)
     return PlacementProblem(problem, tuple(candidates), node_ids, tuple(weights), tuple(session_values), values.names)
+
+
+def _refresh(entry: _Kept, values: ValueModel, ctx: SignalContext, changed: frozenset[int]) -> tuple[bool, bool]:
+    """Evaluate again the parts of `entry` that `changed` names or whose time ran out. Returns whether any part was
+    evaluated, and whether the value's components changed (the caller then rebuilds the item)."""
+    now, parts, since = ctx.now, entry.parts, entry.since
+    stale = [j for j, part in enumerate(parts) if j in changed or not since[j] <= now < part.until]
+    if not stale:
+        return False, False
+    different = False
+    for j in stale:
+        part = values.part(j, entry.session, ctx)
+        if part.base != parts[j].base or part.on_nodes != parts[j].on_nodes:
+            different = True
+        parts[j], since[j] = part, now
+    if different:
+        entry.value = values.assemble(parts)
+    else:  # the same components: only the time they hold until may have moved
+        entry.value = replace(entry.value, until=min(part.until for part in parts))
+    return True, different
 
 
 def _item(
