@@ -109,8 +109,10 @@ def build_problem(
     largest: dict[str, int] = {}
     previous, changed = {}, frozenset()
     if cache is not None:
-        signal_inputs = tuple(_node_inputs(healthy, signal.node_fields) for signal in values.signals)
-        previous, changed = cache.begin((settings, _node_inputs(healthy, ("models",))), signal_inputs)
+        signal_inputs = tuple(
+            _node_inputs(healthy, signal.node_fields) if signal.node_fields else () for signal in values.signals
+        )
+        previous, changed = cache.begin((settings, _node_inputs(healthy, ())), signal_inputs)
     kept: dict[SessionId, _Kept] = {}
     evaluated = 0
 
