@@ -107,7 +107,8 @@ def build_problem(
     workflows = WorkflowIndex.of(snapshot.sessions) if workflows is None else workflows
     ctx = SignalContext(now, settings, {node.id: node for node in healthy}, workflows)
     largest: dict[str, int] = {}
-    previous, changed = {}, frozenset()
+    previous: dict[SessionId, _Kept] = {}
+    changed: frozenset[int] = frozenset()
     if cache is not None:
         signal_inputs = tuple(
             _node_inputs(healthy, signal.node_fields) if signal.node_fields else () for signal in values.signals

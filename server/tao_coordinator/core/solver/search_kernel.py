@@ -496,7 +496,8 @@ def home_start(weight, value, special, capacities, tabled, offset, length, data)
             k = positions[s]
             if target == 0:
                 break
-            if path[k] >= 0 or weight[k] > room or _within(data, offset[0, b, s + 1], length[0, b, s + 1], target, room):
+            needed = not _within(data, offset[0, b, s + 1], length[0, b, s + 1], target, room)
+            if path[k] >= 0 or weight[k] > room or not needed:
                 continue  # taken elsewhere (the rest may then fall short), too large, or not needed for the target
             path[k] = b
             room -= weight[k]
