@@ -9,6 +9,7 @@ package's `__init__`, which imports the submodule back: a cycle. Submodules impo
 from __future__ import annotations
 
 import ast
+import gc
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -46,13 +47,26 @@ def _module_level_imports(tree: ast.Module) -> Iterator[ast.Import | ast.ImportF
                 blocks += [handler.body for handler in statement.handlers]
 
 
+def _parse(path: Path) -> ast.Module:
+    """`ast.parse` with the garbage collector paused. On CPython 3.11 a finalizer that runs Python code while the
+    tree is being built — a socket some earlier test left open, reported by pytest's unraisable-exception hook —
+    breaks the build with `SystemError: AST constructor recursion depth mismatch` (gh-106905)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return ast.parse(path.read_text(), str(path))
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def import_graph(packages: Mapping[str, Path]) -> dict[str, set[str]]:
     modules = _modules(packages)
     graph: dict[str, set[str]] = {}
     for name, (path, is_package) in modules.items():
         package = name if is_package else name.rpartition(".")[0]
         named: list[str] = []
-        for statement in _module_level_imports(ast.parse(path.read_text(), str(path))):
+        for statement in _module_level_imports(_parse(path)):
             if isinstance(statement, ast.Import):
                 named += [alias.name for alias in statement.names]
                 continue
