@@ -85,6 +85,16 @@ def test_usage_evidence_leaves_tier_credit_after_hbm_credit_is_gone() -> None:
     assert credits_at(tiered(retention=None), 60.0, evidence) == (1, 0)  # turnover not measured yet
 
 
+def test_a_tier_no_larger_than_hbm_earns_no_credit_it_holds_nothing_hbm_lost() -> None:
+    evidence = usage(64 * UNIT)
+    small = replace(tiered(), cpu_capacity_tokens=100_000)  # written through and no larger than HBM's 100k
+    assert credits_at(small, 0.0, evidence) == (64, 0)
+    assert credits_at(small, 60.0, evidence) == (1, 0)
+    assert credits_at(replace(small, cpu_capacity_tokens=100_001), 60.0, evidence)[1] > 0
+    live = CacheEvidence("a", 40 * UNIT, 0.0, EvidenceSource.KV_EVENTS, "CPU")
+    assert credits_at(small, 500.0, live) == (0, 20)  # what a live event reports is there: exact, whatever the size
+
+
 def test_a_session_in_a_tool_earns_no_tier_credit_its_cpu_copy_survives_without_a_place() -> None:
     assert credits_at(tiered(), 0.0, usage(64 * UNIT), phase=Phase.IN_TOOL)[1] == 0
 

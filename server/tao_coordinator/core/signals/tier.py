@@ -15,7 +15,12 @@ is the configured prior.
 A prefix leaves the CPU tier when the tier's LRU turns over: a block nobody touches is gone after about capacity /
 new-KV rate seconds, treated as an exponential survival with half-life ln 2 × capacity / rate (never shorter than
 HBM's). The tier holds what live KV events say (medium CPU), else, from a call's usage (the context was in HBM then,
-so it was written through), that many tokens decayed with the tier's half-life.
+so it was written through), that many tokens decayed with the tier's half-life — only on a tier larger than HBM.
+The tier is written through and its LRU turns over with every block computed, so a tier no larger than HBM keeps
+what HBM keeps, not longer: a usage estimate of it says nothing the HBM credit does not, and counting it anyway
+(as outliving HBM) sent sessions to nodes that had lost their prefix on both tiers — with a 128 GiB tier on 8
+`h100-tp4` (419k tokens each against 895k of HBM), 236 tok/s against 267 without any tier and 280 with the
+credit left out (docs/benchmarks.md, the CPU tier). The same fact bounds the admission stretch (`tier_reach`).
 
 Why a component of its own, below readiness: HBM credit (`cache_credit.py`) says what is lost if the session does
 not get its place now — vLLM evicts what nobody holds. A CPU copy survives whether or not the session holds a place,
@@ -64,6 +69,7 @@ class TierCredit(NodeCredits):
 
     name = "tier_credit"
     node_fields: tuple[str, ...] = (
+        "capacity_tokens",
         "cpu_capacity_tokens",
         "cpu_hit_worth",
         "cpu_retention_s",
@@ -89,6 +95,8 @@ class TierCredit(NodeCredits):
                     evidence = snapshots[node_id]
                     if evidence.source is EvidenceSource.KV_EVENTS or node.cpu_retention_s is None:
                         continue
+                    if node.cpu_capacity_tokens <= node.capacity_tokens:
+                        continue  # no larger than HBM: it keeps nothing HBM lost (module docstring)
                     half_life = max(node.cpu_retention_s, node_half_life(node, ctx.settings) or 0.0)
                     worth = node.cpu_hit_worth * snapshot_tokens(evidence, node.prefix_hit_rate)
                     age = max(0.0, ctx.now - evidence.observed_at)
