@@ -300,19 +300,22 @@ def build_joint_tables(weight, value, special, tabled, offset, length, max_span,
     for j in range(1, width):
         if tabled[j]:
             continue
-        cells = 0
+        cells, uncut = 0, 0
         spans = np.zeros(m, dtype=np.int64)
         for b in range(m):
-            total, count = 0, 0
+            total, total_first, count = 0, 0, 0
             for k in range(n):
                 if special[k, b] and value[k, b, 0] > 0:
                     total += value[k, b, j]
+                    total_first += value[k, b, 0]
                     count += 1
             spans[b] = total + 1
             cells += (count + 1) * length[0, b, 0] * (total + 1)
+            # declined as the uncut tables would be, so the cut never changes which bounds a search has
+            uncut += (count + 1) * (total_first + 1) * (total + 1)
             if total + 1 > max_span:
-                cells = max_cells + 1
-        if cells <= max_cells:
+                uncut = max_cells + 1
+        if uncut <= max_cells:
             joint_span[j] = spans
             size += cells
     data = np.full(size, UNREACHABLE, dtype=np.int64)
