@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from .eligibility import serves, session_model
 from .errors import UnknownNode, UnknownSession
@@ -123,17 +123,13 @@ class FleetState:
         charged as the planner charges them (`policies/problem.py`): a session outside a call at most the
         largest plannable capacity of the nodes serving its model, so a plan the solver found feasible is feasible
         here too."""
-        fleet = self.nodes.values()
-        largest: dict[str, int] = {}
+        cap = ChargeCap(self.nodes.values(), settings)
         used: dict[NodeId, int] = {}
         for session in self.sessions.values():
             if session.node is not None:
                 tokens = footprint_tokens(session, settings)
                 if session.phase is not Phase.IN_LLM:
-                    model = session_model(session, fleet)
-                    if model not in largest:
-                        largest[model] = largest_plannable_tokens(fleet, settings, model)
-                    tokens = min(tokens, largest[model])
+                    tokens = min(tokens, cap(session))
                 used[session.node] = used.get(session.node, 0) + token_cells(tokens, settings)
         return used
 
@@ -148,6 +144,24 @@ def capacity_cells(node: Node, settings: CoreSettings) -> int:
 def token_cells(tokens: int, settings: CoreSettings) -> int:
     """Cells that `tokens` occupy: rounded up, as vLLM allocates whole blocks."""
     return -(-tokens // settings.capacity_quantum_tokens)
+
+
+class ChargeCap:
+    """The most a session outside a call is charged, in tokens: the largest plannable capacity of the healthy nodes
+    serving its main model (`largest_plannable_tokens`), each model's figure computed once. One rule for the planner
+    (`policies/problem.py`) and for what holders hold (`FleetState.used_cells`), so a plan the solver found feasible
+    is feasible when applied. `nodes`: every known node (of any health; the unhealthy ones offer nothing)."""
+
+    def __init__(self, nodes: Collection[Node], settings: CoreSettings) -> None:
+        self._nodes, self._settings = nodes, settings
+        self._by_model: dict[str, int] = {}
+
+    def __call__(self, session: AgentSession) -> int:
+        model = session_model(session, self._nodes)
+        cap = self._by_model.get(model)
+        if cap is None:
+            cap = self._by_model[model] = largest_plannable_tokens(self._nodes, self._settings, model)
+        return cap
 
 
 def largest_plannable_tokens(nodes: Iterable[Node], settings: CoreSettings, model: str = "") -> int:

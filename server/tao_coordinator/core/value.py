@@ -21,13 +21,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .model import AgentSession, NodeId
-from .signals.base import Signal, SignalContext
+from .signals.base import NO_NODES, Signal, SignalContext
 
 Value = tuple[int, ...]
 
 LIMIT = 1 << 61
-
-NO_PART_NODES: Mapping[NodeId, int] = {}
 
 
 class EmbeddingOverflow(ArithmeticError):
@@ -71,12 +69,16 @@ class ValueModel:
         return tuple(signal.name for signal in self.signals)
 
     def evaluate(self, session: AgentSession, ctx: SignalContext) -> SessionValue:
-        return self.assemble([self.part(j, session, ctx) for j in range(len(self.signals))])
+        return self.assemble(self.parts(session, ctx))
+
+    def parts(self, session: AgentSession, ctx: SignalContext) -> list[SignalPart]:
+        """Every signal's part of the session's value in `ctx`, in order."""
+        return [self.part(j, session, ctx) for j in range(len(self.signals))]
 
     def part(self, j: int, session: AgentSession, ctx: SignalContext) -> SignalPart:
         """Signal j's part of the session's value in `ctx`."""
         signal = self.signals[j]
-        on_nodes = signal.on_nodes(session, ctx) if signal.node_dependent else NO_PART_NODES
+        on_nodes = signal.on_nodes(session, ctx) if signal.node_dependent else NO_NODES
         return SignalPart(signal.base(session, ctx), on_nodes, signal.changes_at(session, ctx))
 
     def assemble(self, parts: Sequence[SignalPart]) -> SessionValue:

@@ -3,9 +3,9 @@ docs/algorithm.md), and turn a solution into a plan that carries its values.
 
 Items are the candidate sessions (everything but IN_LLM); knapsacks are the healthy nodes, with capacity
 `capacity × utilisation target` minus what their in-LLM sessions hold, in cells of the capacity quantum (rounded
-down); weights are footprints rounded up, so any plan the solver returns fits. A session larger than any node's
-plannable capacity is charged that capacity instead: it can then be admitted alone on a node that drains, rather
-than wait forever (vLLM itself accepts it up to `max_model_len`). A session's value comes from the policy's
+down); weights are footprints rounded up, so any plan the solver returns fits. A session larger than every plannable
+capacity of the nodes serving its model is charged the largest of them instead (`state.ChargeCap`): it can then be
+admitted alone on such a node once it drains, rather than wait forever (vLLM itself accepts it up to `max_model_len`). A session's value comes from the policy's
 `ValueModel`. A session may not go to a node that does not serve its main model (`eligibility.py`): its item
 excludes those nodes, and the solvers keep to the rest exactly (`solver/problem.py`).
 
@@ -37,7 +37,7 @@ from ..signals.footprint import footprint_tokens
 from ..signals.workflow import WorkflowIndex
 from ..snapshot import Snapshot
 from ..solver.problem import Item, Problem, Solution, relative_gap
-from ..state import capacity_cells, largest_plannable_tokens, token_cells
+from ..state import ChargeCap, capacity_cells, token_cells
 from ..value import SessionValue, SignalPart, Value, ValueModel
 
 
@@ -106,7 +106,7 @@ def build_problem(
     free = [capacity_cells(node, settings) for node in healthy]
     workflows = WorkflowIndex.of(snapshot.sessions) if workflows is None else workflows
     ctx = SignalContext(now, settings, {node.id: node for node in healthy}, workflows)
-    largest: dict[str, int] = {}
+    cap = ChargeCap(snapshot.nodes, settings)
     previous: dict[SessionId, _Kept] = {}
     changed: frozenset[int] = frozenset()
     if cache is not None:
@@ -128,14 +128,12 @@ def build_problem(
             continue
         if session.phase is Phase.CLOSED:
             continue
-        model = session_model(session, snapshot.nodes)
-        if model not in largest:  # the most a session of that model is charged: the largest node serving it
-            largest[model] = largest_plannable_tokens(healthy, settings, model)
+        charged_at_most = cap(session)
         entry = previous.get(session.id)
         if entry is None or entry.session is not session:
-            parts = [values.part(j, session, ctx) for j in range(len(values.signals))]
+            parts = values.parts(session, ctx)
             value, footprint = values.assemble(parts), footprint_tokens(session, settings)
-            tokens = min(footprint, largest[model])
+            tokens = min(footprint, charged_at_most)
             item = _item(value, tokens, index, settings, _excluded(session, healthy, snapshot.nodes))
             entry = _Kept(session, parts, [now] * len(parts), value, footprint, item, tokens)
             evaluated += 1
@@ -144,7 +142,7 @@ def build_problem(
             if changed or not now < entry.value.until:
                 refreshed, new_value = _refresh(entry, values, ctx, changed)
                 evaluated += refreshed
-            tokens = min(entry.footprint, largest[model])
+            tokens = min(entry.footprint, charged_at_most)
             if new_value or entry.tokens != tokens:
                 entry.item = _item(entry.value, tokens, index, settings, entry.item.excluded)
                 entry.tokens = tokens
