@@ -1,13 +1,13 @@
 """Between snapshots and solvers: build the placement problem (a lexicographic multiple knapsack,
 docs/algorithm.md), and turn a solution into a plan that carries its values.
 
-Items are the candidate sessions (everything but IN_LLM); knapsacks are the healthy nodes, with capacity
-`capacity × utilisation target` minus what their in-LLM sessions hold, in cells of the capacity quantum (rounded
-down); weights are footprints rounded up, so any plan the solver returns fits. A session larger than every plannable
-capacity of the nodes serving its model is charged the largest of them instead (`state.ChargeCap`): it can then be
-admitted alone on such a node once it drains, rather than wait forever (vLLM itself accepts it up to `max_model_len`). A session's value comes from the policy's
-`ValueModel`. A session may not go to a node that does not serve its main model (`eligibility.py`): its item
-excludes those nodes, and the solvers keep to the rest exactly (`solver/problem.py`).
+Items are the candidate sessions (everything but IN_LLM); knapsacks are the healthy nodes, with capacity `capacity ×
+utilisation target` minus what their in-LLM sessions hold, in cells of the capacity quantum (rounded down); weights
+are footprints rounded up, so any plan the solver returns fits. A session larger than every plannable capacity of the
+nodes serving its model is charged the largest of them instead (`state.ChargeCap`): it can then be admitted alone on
+such a node once it drains, rather than wait forever (vLLM itself accepts it up to `max_model_len`). A session's value
+comes from the policy's `ValueModel`. A session may not go to a node that does not serve its main model
+(`eligibility.py`): its item excludes those nodes, and the solvers keep to the rest exactly (`solver/problem.py`).
 
 Values are kept from one plan to the next (`ValueCache`), signal by signal (`value.SignalPart`): a session is
 evaluated afresh when its `AgentSession` object changed (every transition makes a new one) or the healthy nodes, the
