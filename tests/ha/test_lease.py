@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pytest
 from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from tao_coordinator.core.model import AgentProfile, AgentSession
 from tao_coordinator.ha import Fenced, LeaderElection, LocalRedis, RedisStateStore, SessionRecord
@@ -197,3 +198,34 @@ def record(session_id: str, version: int) -> SessionRecord:
     return SessionRecord(
         AgentSession(session_id, AgentProfile(), 1.0, 2.0, version=version), lease_id=f"lease-{session_id}"
     )
+
+
+async def test_a_stop_ends_the_election_even_when_the_client_turns_the_cancellation_into_an_error(
+    elections: Make,
+) -> None:
+    """A client library may catch the cancellation of a call in flight and raise its own error instead, so the
+    election sees a Redis error, not a cancellation. It must end anyway: a task left running hangs whoever waits for
+    every task (a test runner closing its loop did, under load)."""
+    a = elections("a")
+    task = a.start()
+    await wait_for(lambda: a.is_leader, 2, "a leads")
+    in_call = asyncio.Event()
+    renew = a._renew
+
+    async def swallowing(**_: object) -> int:
+        in_call.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            raise RedisConnectionError("connection closed while reading") from None
+        return 1
+
+    a._renew = swallowing  # type: ignore[assignment]
+    try:
+        await asyncio.wait_for(in_call.wait(), 2)
+        await a.stop()
+        assert task.done() and task.cancelled()
+        assert not a.is_leader
+    finally:
+        a._renew = renew
+        task.cancel()

@@ -3,6 +3,10 @@
 A pooled connection is found broken only when used; after Redis restarts, the first command on each old connection
 fails, and the immediate retry on a fresh connection hides that. Anything longer is the caller's to handle: the
 election retries every tick and steps down by its deadline, a failed write fails its request.
+
+A call in flight when its task is cancelled may end in the client's own error instead of the cancellation: a loop
+that handles Redis errors and goes on must call `end_if_cancelled` after handling one, or it outlives its
+cancellation (and hangs whoever waits for it).
 """
 
 from __future__ import annotations
@@ -12,6 +16,13 @@ import asyncio
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+
+
+def end_if_cancelled() -> None:
+    """Raise `CancelledError` when the running task was asked to stop, whoever caught the cancellation since."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 def connect(url: str, *, timeout_s: float = 1.0) -> Redis:

@@ -16,6 +16,8 @@ Invariants:
 - A replica that stepped down resumes its leadership only if the key still holds exactly its value (it was never
   lost: a transient error), the fence unchanged; otherwise it leads again only by acquiring a new fence.
 - `stop()` deletes the key if it holds exactly our value, so a clean shutdown fails over at the next standby tick.
+- A cancelled election ends at the end of its round, even when the Redis client caught the cancellation of a call
+  in flight and raised its own error instead: a task left running hangs whoever waits for every task.
 
 Times are the event loop's clock; nothing here reads the core's clock.
 """
@@ -29,6 +31,8 @@ from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
+
+from .client import end_if_cancelled
 
 log = logging.getLogger("tao.ha.lease")
 
@@ -181,6 +185,7 @@ class LeaderElection:
         while True:
             started = loop.time()
             await self.tick()
+            end_if_cancelled()  # `tick` handles Redis errors, and the client may have raised one for our cancellation
             wake = started + self.interval_s
             if self.value is not None:
                 wake = min(wake, self._deadline)

@@ -35,7 +35,7 @@ from prometheus_client import CollectorRegistry, Counter
 from redis.asyncio import Redis
 
 from ..config import ServerConfig
-from ..ha.client import close_redis, connect
+from ..ha.client import close_redis, connect, end_if_cancelled
 from ..ha.codec import SessionRecord
 from ..ha.lease import LOST, REDIS_ERRORS, LeaderElection
 from ..ha.membership import MembershipStore
@@ -237,6 +237,7 @@ class Replica:
                 if changed or removed or tools:
                     await self.store.write(changed, removed, tools)
             except (Fenced, *REDIS_ERRORS) as error:
+                end_if_cancelled()  # the error may be the client's answer to our cancellation
                 self.election.step_down(f"could not store what it changed: {error!r}")
                 continue
             self._stored = max(self._stored, target)
