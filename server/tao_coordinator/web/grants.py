@@ -2,8 +2,8 @@
 its answer, and a grant kept for a session that is not asking right now.
 
 Invariants:
-- a grant answers the session's waiting acquire if there is one, or is kept until the session asks, so an admission
-  is never lost to a dropped connection;
+- a grant answers the session's waiting acquire if there is one (also when it lands as that acquire's wait runs
+  out), or is kept until the session asks, so an admission is never lost to a dropped connection or a timeout;
 - a lease lives as long as the session's place in an LLM call: calls that overlap a running one (harness side
   calls) get the same lease, so each of their `llm_end`s is accepted;
 - a session forgotten (closed, expired, or every session when a replica stops leading) fails its waiting acquire
@@ -57,10 +57,12 @@ class Grants:
         try:
             return await asyncio.wait_for(asyncio.shield(waiter), timeout=wait_s)
         except TimeoutError:
-            # nobody awaits it any more: a later admission must be kept for the next acquire instead
             if self._waiters.get(session_id) is waiter:
                 del self._waiters[session_id]
-                waiter.cancel()
+            if waiter.done() and not waiter.cancelled():
+                return waiter.result()  # granted while the timed-out wait was wound up: this acquire's, not lost
+            # nobody awaits it any more: a later admission must be kept for the next acquire instead
+            waiter.cancel()
             return None
 
     def forget(self, session_id: str, error: Exception) -> None:
