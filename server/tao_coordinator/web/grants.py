@@ -57,12 +57,12 @@ class Grants:
         try:
             return await asyncio.wait_for(asyncio.shield(waiter), timeout=wait_s)
         except TimeoutError:
+            if waiter.done() and not waiter.cancelled():
+                return waiter.result()  # granted (or forgotten) as the wait ran out: this acquire's answer, not lost
+            # nobody awaits it any more: a later admission must be kept for the next acquire instead
             if self._waiters.get(session_id) is waiter:
                 del self._waiters[session_id]
-            if waiter.done() and not waiter.cancelled():
-                return waiter.result()  # granted while the timed-out wait was wound up: this acquire's, not lost
-            # nobody awaits it any more: a later admission must be kept for the next acquire instead
-            waiter.cancel()
+                waiter.cancel()
             return None
 
     def forget(self, session_id: str, error: Exception) -> None:
