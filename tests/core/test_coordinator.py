@@ -83,6 +83,21 @@ def test_a_finished_session_frees_its_place_for_a_waiting_one():
     assert_capacity_respected(c)
 
 
+def test_holders_that_outgrow_their_node_are_planned_even_when_nobody_waits():
+    c = fleet(nodes=("a",))
+    for s in ("s0", "s1"):  # 20,000-token prompts: both admitted at once, and nobody is left waiting
+        c.on_event(Register(s, expected_input_tokens=20_000), 0.0)
+        assert c.on_event(Acquire(s), 0.0) == [Route(s, "a")]
+    c.on_event(LlmEnd("s0", "a", 20_000, 0, 10_000), 1.0)  # s0's context grew to 30,000 tokens
+    c.on_event(ToolStart("s0", "t", "bash", DurationHints(sleep_s=300)), 1.0)
+    assert phases(c)["s0"] == (Phase.IN_TOOL, "a")  # both still fit
+    c.on_event(LlmEnd("s1", "a", 20_000, 0, 10_000), 2.0)  # and now s1's: together past what node a may hold
+    actions = c.on_event(ToolStart("s1", "t", "bash", DurationHints(sleep_s=300)), 2.0)
+    assert len([a for a in actions if isinstance(a, Interrupt)]) == 1
+    assert Counter(phases(c).values()) == Counter({(Phase.IN_TOOL, None): 1, (Phase.IN_TOOL, "a"): 1})
+    assert_capacity_respected(c)
+
+
 def test_fresh_cache_credit_keeps_a_long_tool_resident_until_it_decays():
     c = fleet(nodes=("a",))
     start(c, "s0")

@@ -9,8 +9,12 @@ acquire by a session already waiting and KV-event evidence only refine values: t
 plans with them, so they do not cost a plan each. With `inline_planning` the plan is solved inside
 `on_event` and its actions come back at once (the simulator with zero planning delay, tests). Otherwise `on_event`
 returns `StartPlan(job)`; the driver solves `job` off its event loop and reports `PlanFinished(job.id, plan)`.
-Either way at most one plan is in flight. Nothing is planned when the waiting pool is empty and no node changed:
-every holder keeps its place, which is what a plan would decide.
+Either way at most one plan is in flight. Nothing is planned when the waiting pool is empty, no node changed and
+every node's holders fit in what the planner may fill there: every holder keeps its place, which is what a plan
+would decide. Holders outgrow a node as their contexts grow, call after call; only a plan interrupts one of them, so
+a node over its plannable capacity with a holder outside a call asks for one even when nobody waits, for a policy
+whose plans charge footprints (`Policy.charges_footprints`; without this, a TAO fleet that admitted everyone at once
+never planned again, and vLLM evicted what TAO believed reserved).
 
 `next_wakeup()` tells the driver when time alone will change something (a lease expires, a running tool's
 readiness steps to another level, a binary rule's expired prediction is due for re-estimation, a session's decayed
@@ -779,7 +783,13 @@ class Coordinator:
         if not self._policy.plans or not self._planner.dirty or self._planner.in_flight is not None:
             return []
         nodes_matter = self._nodes_changed and bool(self._state.sessions)
-        if not self._state.pool and not nodes_matter and not self._periodic_due and not self._holders_misplaced():
+        if (
+            not self._state.pool
+            and not nodes_matter
+            and not self._periodic_due
+            and not self._holders_misplaced()
+            and not (self._policy.charges_footprints and self._holders_over_capacity())
+        ):
             self._planner.dirty = self._nodes_changed = False
             return []
         self._nodes_changed = self._periodic_due = False
@@ -792,6 +802,19 @@ class Coordinator:
 
     def _holders_misplaced(self) -> bool:
         return any(self._state.usable_node(node) is None for node in self._state.holders)
+
+    def _holders_over_capacity(self) -> bool:
+        """Whether a node's holders hold more than the planner may fill there while one of them is outside a call
+        (so a plan can interrupt it)."""
+        used = self._state.used_cells(self._settings)
+        over = {
+            node_id
+            for node_id, cells in used.items()
+            if (node := self._state.usable_node(node_id)) is not None and cells > capacity_cells(node, self._settings)
+        }
+        return any(
+            session.node in over and session.phase is not Phase.IN_LLM for session in self._state.sessions.values()
+        )
 
     def _wake_times(self, session: AgentSession) -> list[float]:
         interval = self._settings.reestimate_interval_s

@@ -20,6 +20,10 @@ mypy checks each override against the signature here.
   not see are not sent. Default: none.
 - `plan_interval_s: float | None` — plan at least this often while sessions live, even when nobody waits (a
   periodic scheduler that may interrupt holders). Default None: plan only when something changed.
+- `charges_footprints: bool` — the policy's plans charge every session its footprint, so they keep each node's
+  holders within its plannable capacity (`FleetState.used_cells`); holders whose contexts grew past it then ask for
+  a plan even when nobody waits. Default False: a baseline with a capacity rule of its own charges 0 and plans on
+  its own schedule.
 - `wake_times(session) -> Iterable[float]` — times at which time alone changes the policy's view of `session`.
 - `admit(session, nodes, room, settings, now) -> NodeId | None` — asked when `route` said "wait": a node to admit
   the session on at once, without a plan. `room()` gives each healthy node's plannable capacity minus what its
@@ -104,6 +108,7 @@ class Policy(ABC):
     """True: sessions wait for the planner's admission. False: every call is routed at once by `route`."""
     inputs: frozenset[Feed] = frozenset()
     plan_interval_s: float | None = None
+    charges_footprints: bool = False
     readiness_rule: ReadinessRule | None = None
     expected_tools: bool = False
     readiness_horizon: Horizon = "fixed"

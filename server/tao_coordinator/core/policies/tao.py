@@ -61,6 +61,8 @@ Admission = Literal["adaptive", "static"]
 
 
 class TaoPolicy(PlanningPolicy):
+    charges_footprints = True
+
     def __init__(
         self,
         name: str,
