@@ -260,3 +260,31 @@ def test_no_node_holders_pass_its_capacity_when_sessions_come_and_go_through_the
         for s in c.sessions.values():
             s.check()
     assert len(sizes) > 20
+
+
+@pytest.mark.parametrize("seed", (0, 1, 2))
+def test_holders_whose_contexts_grow_never_stay_over_capacity_outside_a_call(seed):
+    rng = random.Random(seed)
+    c = fleet(nodes=("a", "b"))
+    context = {f"s{k}": 8_000 for k in range(4)}
+    for session, tokens in context.items():  # all four fit at once: nobody waits
+        c.on_event(Register(session, expected_input_tokens=tokens), 0.0)
+        assert c.on_event(Acquire(session), 0.0)[0] == Route(session, c.session(session).node)
+    interrupted = 0
+    for step in range(1, 400):
+        now = float(step)
+        session = rng.choice(sorted(context))
+        state = c.session(session)
+        if state.phase is Phase.IN_LLM:
+            context[session] += rng.choice((1_000, 4_000))  # a tool's output and the answer: the context grows
+            c.on_event(LlmEnd(session, state.node, context[session] - 500, 0, 500), now)
+            actions = c.on_event(ToolStart(session, f"t{step}", "bash", DurationHints(sleep_s=30)), now)
+            interrupted += sum(isinstance(a, Interrupt) for a in actions)
+        elif state.phase is Phase.IN_TOOL and context[session] < 45_000:
+            c.on_event(ToolEnd(session, state.tools[0].call_id), now)
+            c.on_event(Acquire(session), now)
+        used = c.used_cells()
+        for node_id, node in c.nodes.items():
+            if used.get(node_id, 0) > capacity_cells(node, c.settings):
+                assert all(s.phase is Phase.IN_LLM for s in c.sessions.values() if s.node == node_id), (step, node_id)
+    assert interrupted > 0

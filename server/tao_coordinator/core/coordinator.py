@@ -130,7 +130,7 @@ from .signals.retention import HalfLifeFit
 from .signals.tier import cpu_hit_worth, cpu_retention_s
 from .signals.token_time import coarse_step_s
 from .snapshot import PlanJob
-from .state import FleetState, capacity_cells
+from .state import ChargeCap, FleetState, capacity_cells
 
 
 class Coordinator:
@@ -170,6 +170,8 @@ class Coordinator:
         self._plan_interval = policy.plan_interval_s
         self._next_periodic: float | None = None
         self._periodic_due = False
+        self._over_capacity: set[NodeId] = set()
+        """Nodes whose holders outgrew them at the last look (`_holders_over_capacity`)."""
         self._queue = CallQueue()
 
     # -- the read API: what drivers and observers may know of the core (tests/core/test_read_api.py pins it) -----
@@ -805,16 +807,18 @@ class Coordinator:
 
     def _holders_over_capacity(self) -> bool:
         """Whether a node's holders hold more than the planner may fill there while one of them is outside a call
-        (so a plan can interrupt it)."""
-        used = self._state.used_cells(self._settings)
-        over = {
+        (so a plan can interrupt it). Only nodes whose holders changed since the last look, or that were over then,
+        are summed again: a node's holdings grow only when one of its holders is put."""
+        state = self._state
+        cap = ChargeCap(state.nodes.values(), self._settings)
+        self._over_capacity = {
             node_id
-            for node_id, cells in used.items()
-            if (node := self._state.usable_node(node_id)) is not None and cells > capacity_cells(node, self._settings)
+            for node_id in self._over_capacity | state.take_holdings_changed()
+            if (node := state.usable_node(node_id)) is not None
+            and state.cells_held(node_id, self._settings, cap) > capacity_cells(node, self._settings)
+            and any(state.sessions[s].phase is not Phase.IN_LLM for s in state.holders_at(node_id))
         }
-        return any(
-            session.node in over and session.phase is not Phase.IN_LLM for session in self._state.sessions.values()
-        )
+        return bool(self._over_capacity)
 
     def _wake_times(self, session: AgentSession) -> list[float]:
         interval = self._settings.reestimate_interval_s

@@ -1,10 +1,12 @@
 """The live fleet: sessions and nodes by id, the waiting pool and the wake-up times kept in step with them.
 
 Invariants: `pool` is exactly the set of live sessions that are candidates without a place (WAITING, READY or
-IN_TOOL with no node); `holders[n]` is the number of live sessions holding a place on node n; closed sessions are
-not kept. Every live session's wake-up times (as given by `wake_times`)
-are in the heap, tagged with the version and lease they were computed for; entries whose tag no longer matches are
-stale and skipped. Only `put`, `forget` and `put_node`/`drop_node` change the state, so neither can drift.
+IN_TOOL with no node); `holders[n]` is the number of live sessions holding a place on node n, and `holders_at(n)`
+those sessions; closed sessions are not kept. Every node on which a session was put holding a place since the last
+`take_holdings_changed` is in the set it returns (its holders' footprints may have grown). Every live session's
+wake-up times (as given by `wake_times`) are in the heap, tagged with the version and lease they were computed for;
+entries whose tag no longer matches are stale and skipped. Only `put`, `forget` and `put_node`/`drop_node` change
+the state, so none of them can drift.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ class FleetState:
         self.pool: set[SessionId] = set()
         self.holders: Counter[NodeId] = Counter()
         """Sessions holding a place, per node."""
+        self._holders_at: dict[NodeId, set[SessionId]] = {}
+        self._holdings_changed: set[NodeId] = set()
         self._wake_times = wake_times
         self._wakeups: list[tuple[float, SessionId, int, float]] = []
         self._touched: set[SessionId] | None = None
@@ -64,6 +68,8 @@ class FleetState:
         self._count_holder(self.sessions.get(session.id), -1)
         self._count_holder(session, +1)
         self.sessions[session.id] = session
+        if session.node is not None:
+            self._holdings_changed.add(session.node)
         if in_pool(session):
             self.pool.add(session.id)
         else:
@@ -96,8 +102,22 @@ class FleetState:
     def _count_holder(self, session: AgentSession | None, delta: int) -> None:
         if session is not None and session.node is not None:
             self.holders[session.node] += delta
+            at = self._holders_at.setdefault(session.node, set())
+            if delta > 0:
+                at.add(session.id)
+            else:
+                at.discard(session.id)
             if not self.holders[session.node]:
                 del self.holders[session.node]
+                del self._holders_at[session.node]
+
+    def holders_at(self, node_id: NodeId) -> Collection[SessionId]:
+        return self._holders_at.get(node_id, ())
+
+    def take_holdings_changed(self) -> set[NodeId]:
+        """The nodes on which a session was put holding a place since the last call."""
+        changed, self._holdings_changed = self._holdings_changed, set()
+        return changed
 
     def forget(self, session_id: SessionId) -> None:
         if self._touched is not None:
@@ -124,14 +144,19 @@ class FleetState:
         largest plannable capacity of the nodes serving its model, so a plan the solver found feasible is feasible
         here too."""
         cap = ChargeCap(self.nodes.values(), settings)
-        used: dict[NodeId, int] = {}
-        for session in self.sessions.values():
-            if session.node is not None:
-                tokens = footprint_tokens(session, settings)
-                if session.phase is not Phase.IN_LLM:
-                    tokens = min(tokens, cap(session))
-                used[session.node] = used.get(session.node, 0) + token_cells(tokens, settings)
-        return used
+        return {node_id: self.cells_held(node_id, settings, cap) for node_id in self._holders_at}
+
+    def cells_held(self, node_id: NodeId, settings: CoreSettings, cap: ChargeCap | None = None) -> int:
+        """`used_cells` of one node, from its holders alone."""
+        cap = cap or ChargeCap(self.nodes.values(), settings)
+        cells = 0
+        for session_id in self._holders_at.get(node_id, ()):
+            session = self.sessions[session_id]
+            tokens = footprint_tokens(session, settings)
+            if session.phase is not Phase.IN_LLM:
+                tokens = min(tokens, cap(session))
+            cells += token_cells(tokens, settings)
+        return cells
 
 
 def capacity_cells(node: Node, settings: CoreSettings) -> int:
