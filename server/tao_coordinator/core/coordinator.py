@@ -159,7 +159,7 @@ class Coordinator:
         self._pooled_at: dict[SessionId, float] = {}
         """When each session in the waiting pool asked for its call: its wait feeds the adaptive horizon."""
         self._now = -math.inf
-        self._state = FleetState(self._wake_times)
+        self._state = FleetState(self._wake_times, self._settings)
         self._planner = Planner()
         self._half_lives = HalfLifeFit()
         self._rates = NodeRateFit()
@@ -808,14 +808,16 @@ class Coordinator:
     def _holders_over_capacity(self) -> bool:
         """Whether a node's holders hold more than the planner may fill there while one of them is outside a call
         (so a plan can interrupt it). Only nodes whose holders changed since the last look, or that were over then,
-        are summed again: a node's holdings grow only when one of its holders is put."""
+        are looked at again (a node's holdings grow only when one of its holders is put), and their holdings are
+        summed only when the bound kept as sessions are put passes the capacity."""
         state = self._state
         cap = ChargeCap(state.nodes.values(), self._settings)
         self._over_capacity = {
             node_id
             for node_id in self._over_capacity | state.take_holdings_changed()
             if (node := state.usable_node(node_id)) is not None
-            and state.cells_held(node_id, self._settings, cap) > capacity_cells(node, self._settings)
+            and state.footprint_bound(node_id) > (capacity := capacity_cells(node, self._settings))
+            and state.cells_held(node_id, self._settings, cap) > capacity
             and any(state.sessions[s].phase is not Phase.IN_LLM for s in state.holders_at(node_id))
         }
         return bool(self._over_capacity)

@@ -1,12 +1,12 @@
 """The live fleet: sessions and nodes by id, the waiting pool and the wake-up times kept in step with them.
 
 Invariants: `pool` is exactly the set of live sessions that are candidates without a place (WAITING, READY or
-IN_TOOL with no node); `holders[n]` is the number of live sessions holding a place on node n, and `holders_at(n)`
-those sessions; closed sessions are not kept. Every node on which a session was put holding a place since the last
-`take_holdings_changed` is in the set it returns (its holders' footprints may have grown). Every live session's
-wake-up times (as given by `wake_times`) are in the heap, tagged with the version and lease they were computed for;
-entries whose tag no longer matches are stale and skipped. Only `put`, `forget` and `put_node`/`drop_node` change
-the state, so none of them can drift.
+IN_TOOL with no node); `holders[n]` is the number of live sessions holding a place on node n, `holders_at(n)` those
+sessions and `footprint_bound(n)` the sum of their footprints in cells; closed sessions are not kept. Every node on
+which a session was put holding a place since the last `take_holdings_changed` is in the set it returns (its
+holders' footprints may have grown). Every live session's wake-up times (as given by `wake_times`) are in the heap,
+tagged with the version and lease they were computed for; entries whose tag no longer matches are stale and
+skipped. Only `put`, `forget` and `put_node`/`drop_node` change the state, so none of them can drift.
 """
 
 from __future__ import annotations
@@ -28,13 +28,20 @@ def in_pool(session: AgentSession) -> bool:
 
 
 class FleetState:
-    def __init__(self, wake_times: Callable[[AgentSession], Iterable[float]] = lambda session: ()) -> None:
+    def __init__(
+        self,
+        wake_times: Callable[[AgentSession], Iterable[float]] = lambda session: (),
+        settings: CoreSettings | None = None,
+    ) -> None:
+        """`settings`: those every footprint is computed with (`footprint_bound`)."""
+        self._settings = settings or CoreSettings()
         self.sessions: dict[SessionId, AgentSession] = {}
         self.nodes: dict[NodeId, Node] = {}
         self.pool: set[SessionId] = set()
         self.holders: Counter[NodeId] = Counter()
         """Sessions holding a place, per node."""
         self._holders_at: dict[NodeId, set[SessionId]] = {}
+        self._footprint_cells: Counter[NodeId] = Counter()
         self._holdings_changed: set[NodeId] = set()
         self._wake_times = wake_times
         self._wakeups: list[tuple[float, SessionId, int, float]] = []
@@ -102,6 +109,9 @@ class FleetState:
     def _count_holder(self, session: AgentSession | None, delta: int) -> None:
         if session is not None and session.node is not None:
             self.holders[session.node] += delta
+            self._footprint_cells[session.node] += delta * token_cells(
+                footprint_tokens(session, self._settings), self._settings
+            )
             at = self._holders_at.setdefault(session.node, set())
             if delta > 0:
                 at.add(session.id)
@@ -110,9 +120,15 @@ class FleetState:
             if not self.holders[session.node]:
                 del self.holders[session.node]
                 del self._holders_at[session.node]
+                del self._footprint_cells[session.node]
 
     def holders_at(self, node_id: NodeId) -> Collection[SessionId]:
         return self._holders_at.get(node_id, ())
+
+    def footprint_bound(self, node_id: NodeId) -> int:
+        """The cells the node's holders would hold, each charged its whole footprint: at least `cells_held`
+        (which caps what a session outside a call is charged), kept as sessions are put, so O(1)."""
+        return self._footprint_cells.get(node_id, 0)
 
     def take_holdings_changed(self) -> set[NodeId]:
         """The nodes on which a session was put holding a place since the last call."""
