@@ -8,20 +8,21 @@ get program NULL).
 Bounded like the history it feeds: the store keeps the newest `window` rows of each (tool, program) key, for the
 `max_keys` keys used most recently (a key's recency is its newest id). `load` returns exactly those rows, oldest
 first, so adding them to a `ToolHistory` rebuilds its levels; the writer thread deletes everything else, when asked
-after start-up (`prune`) and every `prune_every` rows written. So the table holds at most
-`max_keys × window + prune_every + batch` rows; the file does not shrink, SQLite reuses the freed pages, and the
+after start-up (`prune`) and every `prune_every` rows written. So the table holds at most `max_keys × window +
+prune_every` rows, plus one transaction's; the file does not shrink, SQLite reuses the freed pages, and the
 write-ahead log is truncated after each prune. A prune is SQL only (no rows or keys come into Python): one scan of
 the key index finds the evicted keys, whose rows go, and the keys written since the last prune (ids only grow:
 AUTOINCREMENT) are trimmed to `window`, one index seek each; the first prune of a process trims every key.
 
-The event loop never writes to the database: `record` only enqueues, and one writer thread commits in batches of up
-to `batch` rows, so a burst of tool ends costs the loop little. Nothing is acknowledged that is not stored: `record`
-returns a future that completes once the batch holding the row committed, and fails with `StoreUnavailable` when
-that commit failed; `record` raises it at once while the store is failing, or when `max_queued` rows already wait.
-The store is failing from a failed write (a full disk, a read-only file) until a write succeeds again: while it is
-failing and idle, the writer tries a one-page write every `probe_interval_s`, so it notices the space coming back
-without a request. Each change of that state is one log line. `written` and `not_written` count rows for the
-shutdown line. A row whose request gave up before the writer took it is not written.
+The event loop never writes to the database: `record_all` only enqueues, and one writer thread commits in batches of
+about `batch` rows (the rows of one `record_all` stay in one transaction), so a burst of tool ends costs the loop
+little. Nothing is acknowledged that is not stored: `record_all` returns one future for its rows, which completes
+once the transaction holding them committed, and fails with `StoreUnavailable` when that commit failed; it raises it
+at once while the store is failing, or when its rows would make more than `max_queued` wait. The store is failing
+from a failed write (a full disk, a read-only file) until a write succeeds again: while it is failing and idle, the
+writer tries a one-page write every `probe_interval_s`, so it notices the space coming back without a request. Each
+change of that state is one log line. `written` and `not_written` count rows for the shutdown line. A row whose
+request gave up before the writer took it is not written.
 
 Files: the database and its -wal and -shm files are the user's alone (`private_files.py`). `check_store` runs
 before the service starts: a store that is not a sound SQLite database, or that cannot be written, is a `StoreError`
@@ -112,7 +113,7 @@ INSERT = "INSERT INTO tool_calls (tool, program, duration_s, recorded_at) VALUES
 ToolRow = tuple[str, str | None, float, float]
 _Prune = Literal["prune"]
 _PRUNE: _Prune = "prune"
-_Queued = tuple[ToolRow, "Future[None]"]
+_Queued = tuple[list[ToolRow], "Future[None]"]
 
 CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 RESET_FLAG = "--reset-corrupt-store"
@@ -256,12 +257,18 @@ class HistoryStore:
         self.prune_every = prune_every
         self.probe_interval_s = probe_interval_s
         self._batch = batch
-        self._queue: queue.Queue[_Queued | _Prune | None] = queue.Queue(max_queued)
+        self.max_queued = max_queued
+        self._queue: queue.Queue[_Queued | _Prune | None] = queue.Queue()
+        self._queued_rows = 0
+        """Rows queued and not yet taken by the writer (under `_queued_lock`)."""
+        self._queued_lock = threading.Lock()
         self.failing: str | None = None
         """Why the last write failed, while no write has succeeded since; None while the store takes writes."""
         self._failing_since = 0.0
         self.written = 0
         """Rows committed by this process (writer thread)."""
+        self.commits = 0
+        """Transactions that wrote rows, committed by this process (writer thread)."""
         self._failed = 0
         """Rows whose commit failed (writer thread)."""
         self._refused = 0
@@ -310,17 +317,25 @@ class HistoryStore:
             db.close()
 
     def record(self, tool: str, program: str | None, duration_s: float, at: float) -> Future[None]:
-        """Queue one row; the future completes once it is committed, or fails with `StoreUnavailable`. Raises
-        `StoreUnavailable` at once while the store is failing, or when `max_queued` rows already wait."""
+        """`record_all` of one row."""
+        return self.record_all([(tool, program, duration_s, at)])
+
+    def record_all(self, rows: list[ToolRow]) -> Future[None]:
+        """Queue rows to be committed together; the future completes once they are, or fails with
+        `StoreUnavailable`. Raises `StoreUnavailable` at once while the store is failing, or when the rows would make
+        more than `max_queued` wait."""
         reason = self.failing
         if reason is None:
-            done: Future[None] = Future()
-            try:
-                self._queue.put_nowait(((tool, program, duration_s, at), done))
+            with self._queued_lock:
+                fits = self._queued_rows + len(rows) <= self.max_queued
+                if fits:
+                    self._queued_rows += len(rows)
+            if fits:
+                done: Future[None] = Future()
+                self._queue.put((rows, done))
                 return done
-            except queue.Full:
-                reason = f"{self._queue.maxsize} tool ends already wait to be written"
-        self._refused += 1
+            reason = f"{self.max_queued} tool ends already wait to be written"
+        self._refused += len(rows)
         raise StoreUnavailable(reason, self.retry_after_s)
 
     def prune(self) -> None:
@@ -343,7 +358,8 @@ class HistoryStore:
         try:
             stopping = False
             while not stopping:
-                rows: list[_Queued] = []
+                batches: list[_Queued] = []
+                taken = 0
                 prune = False
                 try:
                     item = self._queue.get(timeout=self.probe_interval_s if self.failing is not None else None)
@@ -357,15 +373,18 @@ class HistoryStore:
                     if item == _PRUNE:
                         prune = True
                     else:
-                        rows.append(item)
-                    if len(rows) >= self._batch:
+                        batches.append(item)
+                        taken += len(item[0])
+                    if taken >= self._batch:
                         break
                     try:
                         item = self._queue.get_nowait()
                     except queue.Empty:
                         break
-                if rows:
-                    written += self._commit(db, rows)
+                if batches:
+                    with self._queued_lock:
+                        self._queued_rows -= taken
+                    written += self._commit(db, batches)
                 if prune or written >= self.prune_every:
                     written = 0
                     pruned_to = self._prune(db, pruned_to)
@@ -385,32 +404,34 @@ class HistoryStore:
             except queue.Empty:
                 return
             if isinstance(item, tuple) and item[1].set_running_or_notify_cancel():
-                self._failed += 1
+                self._failed += len(item[0])
                 item[1].set_exception(StoreUnavailable(self.failing or "stopped", self.retry_after_s))
 
-    def _commit(self, db: sqlite3.Connection, rows: list[_Queued]) -> int:
-        """Write the rows whose requests still wait, in one transaction; answer each; how many were written."""
-        live = [(row, done) for row, done in rows if done.set_running_or_notify_cancel()]
+    def _commit(self, db: sqlite3.Connection, batches: list[_Queued]) -> int:
+        """Write the rows whose requests still wait, in one transaction; answer each; how many rows were written."""
+        live = [(rows, done) for rows, done in batches if done.set_running_or_notify_cancel()]
         if not live:
             return 0
         keyed = []
-        for (tool, program, duration_s, at), _ in live:
-            key = ToolKey.of(tool, program)
-            keyed.append((key.tool, key.program, duration_s, at))
+        for rows, _ in live:
+            for tool, program, duration_s, at in rows:
+                key = ToolKey.of(tool, program)
+                keyed.append((key.tool, key.program, duration_s, at))
         try:
             with db:
                 db.executemany(INSERT, keyed)
         except sqlite3.Error as error:
-            self._failed += len(live)
+            self._failed += len(keyed)
             reason = self._fails(error)
             for _, done in live:
                 done.set_exception(StoreUnavailable(reason, self.retry_after_s))
             return 0
-        self.written += len(live)
+        self.written += len(keyed)
+        self.commits += 1
         self._recovered()
         for _, done in live:
             done.set_result(None)
-        return len(live)
+        return len(keyed)
 
     def _probe(self, db: sqlite3.Connection) -> None:
         """While failing: whether the smallest write works again."""

@@ -154,3 +154,25 @@ async def test_a_batch_keeps_each_sessions_order_while_its_tool_ends_are_stored_
         assert status == 200 and [r["status"] for r in answer["results"]] == [204] * 12
         assert sorted(c.service.history.shared("bash").oldest_first()) == [1.0, 1.0, 2.0, 2.0, 3.0, 3.0]
         assert c.service.store.rows() == 6  # each acknowledged tool end is in the file when the answer comes
+
+
+async def test_the_tool_ends_of_one_batch_are_stored_in_one_transaction(tmp_path, fleet):
+    """The rows of the tool ends a batch carries go to the store together, one commit for all of them (one wake-up
+    of the loop when it is done), and every one is fed before the answer."""
+    async with running_coordinator(tmp_path, fleet) as c:
+        sessions = [await c.register() for _ in range(20)]
+        starts = [
+            {"kind": "tool_start", "session_id": s, "session_token": t, "tool_start": {"call_id": "x", "tool": "bash"}}
+            for s, t in sessions
+        ]
+        status, _ = await c.call("POST", "/v1/events", {"events": starts})
+        assert status == 200
+        commits = c.service.store.commits
+        ends = [
+            {"kind": "tool_end", "session_id": s, "session_token": t, "tool_end": {"call_id": "x", "duration_s": 2.0}}
+            for s, t in sessions
+        ]
+        status, answer = await c.call("POST", "/v1/events", {"events": ends})
+        assert status == 200 and [r["status"] for r in answer["results"]] == [204] * 20
+        assert (c.service.store.rows(), c.service.store.commits - commits) == (20, 1)
+        assert all(not c.service.coordinator.session(s).tools for s, _ in sessions)

@@ -3,12 +3,13 @@ used last come back on the next load, and a prune leaves exactly those in the da
 
 import sqlite3
 
+import pytest
 from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from tao_coordinator.core.forecast import ToolHistory, ToolKey
-from tao_coordinator.store import HistoryStore
+from tao_coordinator.store import HistoryStore, StoreUnavailable
 
 
 def table(store: HistoryStore) -> list[tuple[ToolKey, float]]:
@@ -110,3 +111,12 @@ def test_the_database_is_in_wal_mode(tmp_path):
     store.close()
     with sqlite3.connect(store.path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_rows_recorded_together_are_one_transaction_and_rows_past_max_queued_are_refused_at_once(tmp_path):
+    store = HistoryStore(tmp_path / "state", max_queued=3)
+    with pytest.raises(StoreUnavailable, match="3 tool ends already wait"):
+        store.record_all([("bash", None, 1.0, 0.0)] * 4)
+    store.record_all([("bash", None, float(k), 0.0) for k in range(3)]).result(timeout=10)
+    assert (store.rows(), store.commits, store.not_written) == (3, 1, 4)
+    store.close()

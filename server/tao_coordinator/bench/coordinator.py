@@ -6,7 +6,9 @@ enough to admit every session. The benchmark registers `--sessions` sessions and
 - acquire round trip for an already-admitted session (the call every model request makes): one acquire at a time,
   each followed by an untimed `llm_end` so the next acquire finds the session admitted again;
 - events ingested per second: `tool_start`/`tool_end` pairs through `POST /v1/events` batches from several
-  concurrent clients (how hook processes report), and through the per-event endpoints.
+  concurrent clients (how hook processes report), and through the per-event endpoints;
+- the same pairs fed to the scheduling core alone, in this process (no HTTP, no store): what of the ingestion cost
+  is the core's.
 
 Then, unless `--no-faults`, the fault runs of `faults.py`: a node killed, the coordinator killed -9 under load, and
 a stall of each of `--stalls` seconds under SDK sessions; each prints its figures and its target.
@@ -45,6 +47,7 @@ class CoordinatorFigures:
     acquire_mean_ms: float
     batched_events_per_s: float
     single_events_per_s: float
+    core_events_per_s: float
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -118,7 +121,37 @@ async def _measure(url: str, args: argparse.Namespace) -> CoordinatorFigures:
         acquire_mean_ms=statistics.fmean(timings),
         batched_events_per_s=batched,
         single_events_per_s=single,
+        core_events_per_s=_core_events_per_s(args.sessions, args.events),
     )
+
+
+def _core_events_per_s(sessions: int, events: int) -> float:
+    """The ingestion test's pairs fed to a core of its own, its sessions admitted as the live ones are."""
+    from ..core.coordinator import Coordinator
+    from ..core.events import Acquire, LlmEnd, NodeUpdate, Register, ToolEnd, ToolStart
+    from ..core.policies import make_policy
+    from ..core.settings import CoreSettings
+
+    core = Coordinator(make_policy("tao"), CoreSettings())
+    capacity = max(10_000_000, sessions * 4_000)
+    for node in ("node-0", "node-1"):
+        core.on_event(NodeUpdate(node, capacity), 0.0)
+    names = [f"bench-{k}" for k in range(sessions)]
+    for name in names:
+        core.on_event(Register(name, expected_input_tokens=2000), 0.0)
+        core.on_event(Acquire(name), 0.0)
+    for name in names:
+        placed = core.session(name).node
+        assert placed is not None, "every session is admitted: the nodes hold them all"
+        core.on_event(LlmEnd(name, placed, 2000, 0, 50), 0.0)
+    now = 1.0
+    started = time.perf_counter()
+    for k in range(events // 2):
+        name = names[k % sessions]
+        now += 1e-4
+        core.on_event(ToolStart(name, f"b{k}", "bash"), now)
+        core.on_event(ToolEnd(name, f"b{k}", 0.5), now)
+    return 2 * (events // 2) / (time.perf_counter() - started)
 
 
 async def _gather(calls: Any) -> list[Any]:
@@ -192,7 +225,8 @@ def run(args: argparse.Namespace) -> int:
     )
     print(
         f"events ingested: {figures.batched_events_per_s:,.0f}/s in /v1/events batches of 100, "
-        f"{figures.single_events_per_s:,.0f}/s one request per event"
+        f"{figures.single_events_per_s:,.0f}/s one request per event; "
+        f"{figures.core_events_per_s:,.0f}/s fed to the scheduling core alone"
     )
     report: dict[str, Any] = asdict(figures)
     if args.faults:

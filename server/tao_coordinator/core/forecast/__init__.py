@@ -1,5 +1,6 @@
 """Tool-return forecasts: learned durations (`history.py`), keys (`keys.py`), the predictive distribution
-(`predictive.py`), the readiness rules (`forecaster.py`), the adaptive horizon (`horizon.py`)."""
+(`predictive.py`, its arithmetic compiled in `kernel.py`), the readiness rules (`forecaster.py`), the adaptive
+horizon (`horizon.py`)."""
 
 from .bounds import SampleStats, empirical_bernstein_bound
 from .forecaster import PAPER_HORIZON_S, Forecaster, Prediction, ReadinessRule, learned_duration

@@ -33,6 +33,7 @@ from ..model import DurationHints, ReadinessSchedule, RunningTool
 from ..settings import CoreSettings
 from .bounds import SampleStats
 from .history import Samples, ToolHistory
+from .kernel import schedule
 from .keys import ALL_TOOLS, ToolKey, normalise_tool
 from .predictive import Predictive, Smoothing, ToolForecast
 
@@ -101,23 +102,16 @@ class Forecaster:
         top = self.settings.readiness_levels
         if forecast.background:
             return ReadinessSchedule(horizon_s, top)
-        atoms = forecast.predictive.values
-        shifted = atoms + forecast.sleep_s
-        edges = [forecast.sleep_s, forecast.sleep_s - horizon_s]
-        if math.isfinite(forecast.cap_s):
-            edges += [forecast.cap_s - horizon_s]
-        grid = forecast.sleep_s + _GRID
-        elapsed = np.unique(np.concatenate([[0.0], shifted, shifted - horizon_s, edges, grid, grid - horizon_s]))
-        elapsed = elapsed[(elapsed >= 0.0) & (elapsed <= min(forecast.cap_s, _GRID[-1]))]
-        levels = np.rint(top * forecast.return_probabilities(elapsed, horizon_s)).astype(np.int64)
-        change = np.flatnonzero(levels[1:] != levels[:-1]) + 1
-        change = change[:MAX_STEPS]
-        return ReadinessSchedule(
-            horizon_s,
-            int(levels[0]),
-            tuple(float(started_at + a) for a in elapsed[change]),
-            tuple(int(level) for level in levels[change]),
+        initial, times, levels = schedule(
+            *forecast.predictive.arrays,
+            float(forecast.sleep_s),
+            float(forecast.cap_s),
+            float(horizon_s),
+            int(top),
+            _GRID,
+            MAX_STEPS,
         )
+        return ReadinessSchedule(horizon_s, initial, tuple((started_at + times).tolist()), tuple(levels.tolist()))
 
     # --- the binary rules ----------------------------------------------------------------------------------
 
