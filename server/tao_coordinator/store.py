@@ -316,10 +316,6 @@ class HistoryStore:
         finally:
             db.close()
 
-    def record(self, tool: str, program: str | None, duration_s: float, at: float) -> Future[None]:
-        """`record_all` of one row."""
-        return self.record_all([(tool, program, duration_s, at)])
-
     def record_all(self, rows: list[ToolRow]) -> Future[None]:
         """Queue rows to be committed together; the future completes once they are, or fails with
         `StoreUnavailable`. Raises `StoreUnavailable` at once while the store is failing, or when the rows would make

@@ -1,6 +1,11 @@
 """The API's edges: tokens, bad input answered with a 4xx that names the field (and no state change), batches."""
 
+import asyncio
+import sqlite3
+
 import pytest
+
+from tao_coordinator.core.events import ToolEnd
 
 from .conftest import API_TOKEN, running_coordinator
 
@@ -176,3 +181,31 @@ async def test_the_tool_ends_of_one_batch_are_stored_in_one_transaction(tmp_path
         assert status == 200 and [r["status"] for r in answer["results"]] == [204] * 20
         assert (c.service.store.rows(), c.service.store.commits - commits) == (20, 1)
         assert all(not c.service.coordinator.session(s).tools for s, _ in sessions)
+
+
+async def test_a_tool_end_whose_requester_gives_up_is_still_stored_and_fed(tmp_path, fleet):
+    """Another connection holds the database's write lock, so the row waits; the request waiting for it is
+    cancelled (a client that hung up). Once the lock is released the row commits and the end is fed all the same."""
+    async with running_coordinator(tmp_path, fleet) as c:
+        session, token = await c.register()
+        start = {"call_id": "x", "tool": "bash"}
+        event = {"kind": "tool_start", "session_id": session, "session_token": token, "tool_start": start}
+        assert (await c.call("POST", "/v1/events", {"events": [event]}))[0] == 200
+        blocker = sqlite3.connect(c.service.store.path, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            waiting = asyncio.ensure_future(c.service.tool_end(ToolEnd(session, "x", 2.0)))
+            await asyncio.sleep(0.2)
+            assert not waiting.done() and c.service.coordinator.session(session).tools
+            waiting.cancel()
+            await asyncio.sleep(0.05)
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        for _ in range(200):
+            if not c.service.coordinator.session(session).tools:
+                break
+            await asyncio.sleep(0.025)
+        assert waiting.cancelled()
+        assert not c.service.coordinator.session(session).tools  # fed, though nobody waits for the answer
+        assert c.service.store.rows() == 1

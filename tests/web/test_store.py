@@ -21,9 +21,9 @@ def table(store: HistoryStore) -> list[tuple[ToolKey, float]]:
 def test_recorded_calls_come_back_normalised_after_a_restart(tmp_path):
     store = HistoryStore(tmp_path / "state", window=3)
     for k in range(5):
-        store.record("Bash", "Cargo", float(k), 1000.0 + k)
-    store.record("run_shell_command", None, 0.1, 1000.0)
-    store.record("pytest", None, 7.0, 1000.0)
+        store.record_all([("Bash", "Cargo", float(k), 1000.0 + k)])
+    store.record_all([("run_shell_command", None, 0.1, 1000.0)])
+    store.record_all([("pytest", None, 7.0, 1000.0)])
     store.close()
     reopened = HistoryStore(tmp_path / "state", window=3)
     assert list(reopened.load()) == [
@@ -59,7 +59,7 @@ def test_an_old_tool_durations_table_is_moved_once(tmp_path):
 def test_load_keeps_the_newest_window_of_the_keys_used_last_and_prune_keeps_exactly_that(tmp_path):
     store = HistoryStore(tmp_path, window=2, max_keys=2)
     for tool, duration in [("a", 1), ("b", 2), ("a", 3), ("c", 4), ("a", 5), ("c", 6), ("c", 7), ("b", 8)]:
-        store.record(tool, None, float(duration), 0.0)
+        store.record_all([(tool, None, float(duration), 0.0)])
     store.prune()
     store.close()
     # b and c were used last; a goes, and each keeps its newest two
@@ -71,7 +71,7 @@ def test_load_keeps_the_newest_window_of_the_keys_used_last_and_prune_keeps_exac
 def test_the_writer_prunes_every_so_many_rows(tmp_path):
     store = HistoryStore(tmp_path, window=1, max_keys=4, batch=10, prune_every=10)
     for k in range(1000):
-        store.record(f"tool-{k}", None, 1.0, 0.0)
+        store.record_all([(f"tool-{k}", None, 1.0, 0.0)])
     store.close()
     assert store.prunes >= 50
     assert store.rows() <= 4 + 10 + 10 - 1
@@ -96,7 +96,7 @@ def test_a_restart_rebuilds_the_levels_the_live_history_kept(
     store = HistoryStore(state, window, max_levels, batch=batch, prune_every=prune_every)
     for k, key in enumerate(calls):
         live.add(key, float(k))
-        store.record(key.tool, key.program, float(k), 0.0)
+        store.record_all([(key.tool, key.program, float(k), 0.0)])
     store.prune()
     store.close()
     assert table(store) == list(store.load())

@@ -91,7 +91,7 @@ class _Client:
         raise RuntimeError("the coordinator did not become ready")
 
 
-async def _measure(url: str, args: argparse.Namespace) -> CoordinatorFigures:
+async def _measure(url: str, args: argparse.Namespace, core_events_per_s: float) -> CoordinatorFigures:
     import aiohttp
 
     from ..percentile import percentile
@@ -121,19 +121,19 @@ async def _measure(url: str, args: argparse.Namespace) -> CoordinatorFigures:
         acquire_mean_ms=statistics.fmean(timings),
         batched_events_per_s=batched,
         single_events_per_s=single,
-        core_events_per_s=_core_events_per_s(args.sessions, args.events),
+        core_events_per_s=core_events_per_s,
     )
 
 
-def _core_events_per_s(sessions: int, events: int) -> float:
-    """The ingestion test's pairs fed to a core of its own, its sessions admitted as the live ones are."""
+def _core_events_per_s(sessions: int, events: int, capacity: int) -> float:
+    """The ingestion test's pairs fed to a core of its own, on nodes of the live ones' `capacity`, its sessions
+    admitted as the live ones are."""
     from ..core.coordinator import Coordinator
     from ..core.events import Acquire, LlmEnd, NodeUpdate, Register, ToolEnd, ToolStart
     from ..core.policies import make_policy
     from ..core.settings import CoreSettings
 
     core = Coordinator(make_policy("tao"), CoreSettings())
-    capacity = max(10_000_000, sessions * 4_000)
     for node in ("node-0", "node-1"):
         core.on_event(NodeUpdate(node, capacity), 0.0)
     names = [f"bench-{k}" for k in range(sessions)]
@@ -213,11 +213,12 @@ def run(args: argparse.Namespace) -> int:
     if stalls is None or args.stall_sessions < 1:
         print("tao bench coordinator: --stalls takes seconds in (0, 600], comma-separated", file=sys.stderr)
         return 2
+    capacity = max(10_000_000, args.sessions * 4_000)
+    core_events_per_s = _core_events_per_s(args.sessions, args.events, capacity)  # before the fleet's threads start
     with ThreadedFleet(2, FakeNodeConfig(time_scale=50), kv_events=False) as fleet:
-        capacity = max(10_000_000, args.sessions * 4_000)
         nodes = [f"node-{k}={url},{capacity}" for k, url in enumerate(fleet.urls)]
         with local_coordinator(nodes) as url:
-            figures = asyncio.run(_measure(url, args))
+            figures = asyncio.run(_measure(url, args, core_events_per_s))
     print(f"{figures.sessions} sessions registered and admitted; coordinator in its own process, loopback")
     print(
         f"acquire round trip (admitted session): p50 {figures.acquire_p50_ms:.3f} ms, "

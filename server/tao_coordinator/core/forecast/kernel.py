@@ -45,7 +45,7 @@ def ndtr(a: float) -> float:
 def mix(values, arrivals, starts, added, kappa, half_life):
     """The atoms of levels given most specific first (level l is `values[starts[l]:starts[l + 1]]`, with the arrival
     number of each, and `added[l]` samples ever added to it), each weighed by recency and smoothed towards the level
-    above (`predictive.py`): (atoms sorted, their cumulative mass, the prior's share)."""
+    above (`predictive.py`): (atoms sorted, `below` as the module states it, the prior's share)."""
     weights = np.empty(values.size)
     carry = 1.0
     for level in range(starts.size - 1):
@@ -59,9 +59,9 @@ def mix(values, arrivals, starts, added, kappa, half_life):
             weights[i] *= share / mass
         carry -= share
     order = np.argsort(values, kind="mergesort")
-    sorted_values = values[order]
-    cumulative = np.cumsum(weights[order])
-    return sorted_values, cumulative, carry
+    below = np.zeros(values.size + 1)
+    below[1:] = np.cumsum(weights[order])
+    return values[order], below, carry
 
 
 @njit(cache=True)

@@ -44,33 +44,41 @@ class Smoothing:
 
 
 class Predictive:
-    """A mixture of weighted atoms (the levels' samples) and the log-normal prior (computed in `kernel.py`)."""
+    """A mixture of weighted atoms (the levels' samples) and the log-normal prior, as `kernel.py` takes it: `values`,
+    the atoms in increasing order; `below`, their mass at or below each `searchsorted(values, x, "right")` index;
+    `prior_weight` and `prior_mu`."""
 
     def __init__(self, levels: Sequence[Samples], smoothing: Smoothing) -> None:
+        self.values: NDArray[np.float64]
+        self.below: NDArray[np.float64]
+        self.prior_weight: float
         used: list[Samples] = []
-        below = 0  # samples ever added to the last level used
+        last_added = 0  # samples ever added to the last level used
         for samples in levels:
-            if not len(samples) or samples.added == below:
+            if not len(samples) or samples.added == last_added:
                 continue  # a level holds every sample of the levels below it: the same count means the same data
-            below = samples.added
+            last_added = samples.added
             used.append(samples)
         if used:
             values, arrivals = _concatenated(used)
             starts = np.cumsum([0] + [len(samples) for samples in used], dtype=np.int64)
             added = np.array([samples.added for samples in used], dtype=np.int64)
-            self.values, self.cumulative, self.prior_weight = kernel_mix(
+            self.values, self.below, self.prior_weight = kernel_mix(
                 values, arrivals, starts, added, float(smoothing.kappa), float(smoothing.recency_half_life)
             )
         else:
-            self.values, self.cumulative, self.prior_weight = np.zeros(0), np.zeros(0), 1.0
-        self.below = np.concatenate(([0.0], self.cumulative))
-        """The atoms' mass at or below each `searchsorted(values, x, side="right")` index."""
+            self.values, self.below, self.prior_weight = np.zeros(0), np.zeros(1), 1.0
         self.prior_mu = math.log(max(smoothing.prior_median_s, 1e-3))
+
+    @property
+    def cumulative(self) -> NDArray[np.float64]:
+        """The atoms' mass at or below each atom."""
+        return self.below[1:]
 
     @property
     def arrays(self) -> tuple[NDArray[np.float64], NDArray[np.float64], float, float]:
         """What `kernel.py` takes of it."""
-        return self.values, self.below, float(self.prior_weight), self.prior_mu
+        return self.values, self.below, self.prior_weight, self.prior_mu
 
     def cdf(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
         """P(T ≤ x), elementwise."""
