@@ -61,6 +61,8 @@ def test_the_limit_fleet_keeps_every_block_and_nobody_waits_for_memory(policy):
     assert limit.ttft_mean_s == pytest.approx(limit.engine_ttft_mean_s, rel=1e-9)
     assert limit.requests == constrained.requests
     assert limit.latency_mean_s < constrained.latency_mean_s and limit.ttft_mean_s < constrained.ttft_mean_s
+    # one node: a prefix computed twice was evicted in between, which the limit fleet never does
+    assert constrained.recomputed_tokens > 0 and limit.recomputed_tokens == 0
 
 
 def test_the_limit_profile_keeps_compute_and_the_context_cap_and_drops_the_tier():

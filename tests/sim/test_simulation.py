@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from tao_coordinator.core.actions import Interrupt
 from tao_coordinator.core.model import Phase
 from tao_coordinator.core.policies import make_policy
 from tao_coordinator.core.signals.footprint import footprint_tokens
@@ -113,6 +114,39 @@ def test_tiny_trace_ttft_and_hit_rate_by_hand(tmp_path):
     # one output token each: the session lasts both prefills plus the tool
     assert metrics.latency_mean_s == pytest.approx(ttft_first + 10.0 + ttft_second, rel=1e-9)
     assert metrics.preemptions == 0
+
+
+@pytest.mark.parametrize("nodes, recomputed", [(1, 0), (2, 1024)])
+def test_a_prefix_computed_again_elsewhere_counts_as_recomputed_and_new_tokens_never_do(tmp_path, nodes, recomputed):
+    # the second prompt extends the first's 1,024 tokens (64 node blocks; one output token, which never enters the
+    # KV) by 1,024 new ones: on one node it finds them cached; round-robin on two sends it to the other node, which
+    # computes them again. The first prompt and the new half are new tokens either way.
+    first = list(range(1, 17))
+    second = first + list(range(17, 33))
+    path = _write(tmp_path, [_trace("trace_0001", [_request(0, 1024, 1, first), _request(11, 2048, 1, second)])])
+    metrics = FleetSimulation(load_agentx(path), "round-robin", 1, TP1, nodes).run()
+    assert metrics.recomputed_tokens == recomputed
+    assert metrics.prefix_hit_rate == pytest.approx((1024 - recomputed) / 3072)
+    assert metrics.interruptions == metrics.recomputed_after_interruption_tokens == 0
+
+
+def test_the_interruptions_a_run_reports_are_the_ones_its_plans_applied():
+    workload = generate("swe-agent", sessions=6, seed=1, max_context=40_000)
+    peak = max(script.peak_context_tokens for script in workload.scripts)
+    simulation = FleetSimulation(workload, "tao", 4, NodeProfile("tight", TP1.step, num_gpu_blocks=2 * (peak // 16)), 1)
+    applied = []
+    on_event = simulation.coordinator.on_event
+
+    def spy(event, now):
+        actions = on_event(event, now)
+        applied.extend(action for action in actions if isinstance(action, Interrupt))
+        return actions
+
+    simulation.coordinator.on_event = spy
+    metrics = simulation.run(timing=False)
+    assert metrics.interruptions == len(applied) > 0
+    # two contexts fill the node: interrupted sessions come back to a node that evicted some of theirs
+    assert 0 < metrics.recomputed_after_interruption_tokens <= metrics.recomputed_tokens
 
 
 def test_tiny_trace_preemption_count_by_hand(tmp_path):

@@ -44,6 +44,8 @@ COMPARE_COLUMNS = (
     ("tool→1st", "tool_end_to_first_token_mean_s", "{:.2f}"),
     ("hit", "prefix_hit_rate", "{:.1%}"),
     ("preempt", "preemptions", "{:,.0f}"),
+    ("interrupts", "interruptions", "{:,.0f}"),
+    ("recomputed", "recomputed_tokens", "{:,.0f}"),
     ("makespan", "makespan_s", "{:,.0f}"),
     ("cut", "plans_cut", "{:,.0f}"),
     ("dropped", "plans_dropped", "{:,.0f}"),

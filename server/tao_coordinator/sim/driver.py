@@ -42,10 +42,10 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from ..core.actions import Route, StartPlan
+from ..core.actions import Interrupt, Route, StartPlan
 from ..core.coordinator import Coordinator
 from ..core.events import Acquire, Close, Event, LlmEnd, LlmFirstToken, NodeUpdate, Register, Tick, ToolEnd, ToolStart
-from ..core.model import AgentProfile, DurationHints
+from ..core.model import AgentProfile, BlockRun, DurationHints
 from ..core.plan import PlanFinished
 from ..core.policies import make_policy
 from ..core.policies.base import Feed
@@ -53,7 +53,7 @@ from ..core.settings import CoreSettings
 from ..core.signals.cache_credit import node_half_life
 from ..core.snapshot import PlanJob, Snapshot
 from .feeds import DEFAULT_SCRAPE_INTERVAL_S, RouterFeeds
-from .metrics import Recorder, RunMetrics, summarize, with_chats, with_side_calls
+from .metrics import Recorder, RunMetrics, kv_blocks_after, recomputed_tokens, summarize, with_chats, with_side_calls
 from .node import Finished, FirstToken, NodeEngine, NodeProfile, NodeRequest, RequestRejected
 from .plan_timing import PLAN_TIMINGS, PlanTiming
 from .workloads import MAIN_MODEL, SMALL_MODEL, SessionScript, Workload
@@ -79,6 +79,11 @@ class _Session:
     """The call id of the tool phase under way (a side call runs inside it); empty between phases."""
     side_in_phase: bool = False
     """A side call ran in the tool phase under way: its duration is then measured by the core, not the gap."""
+    context_runs: tuple[BlockRun, ...] = ()
+    """The KV blocks of its context after its last answered call (that call's prompt and output blocks): what some
+    node computed for it before."""
+    interrupted: bool = False
+    """A plan took its place away since its last answered call."""
 
 
 @dataclass(order=True)
@@ -214,6 +219,10 @@ class FleetSimulation:
                 self._submit(action.session_id, action.node)
             elif isinstance(action, StartPlan):
                 self._start_plan(action.job, now)
+            elif isinstance(action, Interrupt):
+                self.recorder.interruptions += 1
+                if (session := self._sessions.get(action.session_id)) is not None:
+                    session.interrupted = True
 
     def _start_plan(self, job: PlanJob, now: float) -> None:
         """Solve `job` now and deliver its plan after the virtual time that planning is charged."""
@@ -331,14 +340,25 @@ class FleetSimulation:
     def _finished(self, node_id: str, event: Finished) -> None:
         session = self._requests.pop(event.request_id)
         recorder = self.recorder
+        side = event.request_id in self._side_requests
         recorder.requests += 1
-        recorder.side_calls += event.request_id in self._side_requests
+        recorder.side_calls += side
         recorder.chats += session.script.meta.chat
         self._side_requests.discard(event.request_id)
         recorder.small_model_calls += self.node_models[node_id] == SMALL_MODEL
         recorder.prompt_tokens += event.prompt_tokens
         recorder.cached_tokens += event.cached_tokens
         recorder.completion_tokens += event.completion_tokens
+        if not side:  # a side call's prompt is not the session's context
+            spec = session.script.requests[session.index]
+            block_size = self.engines[node_id].profile.block_size
+            recomputed = recomputed_tokens(event, spec.prompt, session.context_runs, block_size)
+            recorder.recomputed_tokens += recomputed
+            recorder.recomputed_after_interruption_tokens += recomputed if session.interrupted else 0
+            session.interrupted = False
+            session.context_runs = kv_blocks_after(
+                event, (*spec.prompt.block_runs, *spec.output_block_runs), block_size
+            )
         self._event(
             LlmEnd(
                 session.id,

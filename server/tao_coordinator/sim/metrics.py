@@ -26,7 +26,16 @@ Definitions (every time is virtual seconds unless named `_ms`):
 - chats (runs whose workload has chats only; None otherwise, and left out of the JSON): chats answered, their TTFT
   (mean, p99; they count in TTFT, throughput and every per-request figure too) and their latency (wanted → last
   token, mean);
-- CPU tier: prompt tokens loaded from the nodes' CPU tiers, and the link time spent loading them (0 without a tier).
+- CPU tier: prompt tokens loaded from the nodes' CPU tiers, and the link time spent loading them (0 without a tier);
+- recomputed tokens: of each call's computed prompt tokens (prompt − cached, at its first admission, as vLLM counts
+  them), those within the prefix its prompt shares (by block identity) with its session's context after the previous
+  call — KV some node computed for the session before and no longer had where the call ran (evicted, or the call
+  went elsewhere: interrupted, moved). New tokens (the tool's result, a first prompt, a rewritten history) are never
+  counted; a side call's prompt is not its session's context and is left out. On one node of the limit fleet
+  (`limit_fleet.py`), which evicts nothing, it is 0. Counted apart too: the tokens of calls whose session a plan
+  interrupted since its previous call (what interruptions cost; the rest is what vLLM evicted under holders, or a
+  router's move);
+- interruptions: places taken away by applied plans (`Interrupt` actions); 0 for policies that never plan.
 """
 
 from __future__ import annotations
@@ -37,10 +46,15 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from ..core.model import shared_prefix_blocks
 from ..percentile import percentile
+from .prompt import Prompt
+from .workloads.blocks import slice_runs
 
 if TYPE_CHECKING:
+    from ..core.model import BlockRun
     from ..core.planner import PlannerStats
+    from .node import Finished
 
 
 def mean(values: list[float]) -> float:
@@ -68,6 +82,9 @@ class Recorder:
     chat_latencies: list[float] = field(default_factory=list)
     calls_by_node_model: Counter[tuple[str, str]] = field(default_factory=Counter)
     """Calls submitted, by (node, model of the call): what the test of eligibility reads."""
+    recomputed_tokens: int = 0
+    recomputed_after_interruption_tokens: int = 0
+    interruptions: int = 0
 
 
 @dataclass(frozen=True)
@@ -110,6 +127,12 @@ class RunMetrics:
     chat_ttft_mean_s: float | None = None
     chat_ttft_p99_s: float | None = None
     chat_latency_mean_s: float | None = None
+    recomputed_tokens: int | None = None
+    """Prompt tokens computed again (see the module docstring); None: run files from before it."""
+    recomputed_after_interruption_tokens: int | None = None
+    """Of those, the ones of calls whose session a plan interrupted since its previous call."""
+    interruptions: int | None = None
+    """Places applied plans took away; None: run files from before it."""
 
 
 TWO_MODEL_FIELDS = ("side_calls", "side_ttft_mean_s", "side_ttft_p99_s", "small_model_calls")
@@ -119,6 +142,22 @@ TWO_MODEL_FIELDS = ("side_calls", "side_ttft_mean_s", "side_ttft_p99_s", "small_
 CHAT_FIELDS = ("chats", "chat_ttft_mean_s", "chat_ttft_p99_s", "chat_latency_mean_s")
 """Figures of runs whose workload has chats only: None, and absent from the JSON, otherwise."""
 OPTIONAL_FIELDS = TWO_MODEL_FIELDS + CHAT_FIELDS
+
+
+def recomputed_tokens(call: Finished, prompt: Prompt, context_before: tuple[BlockRun, ...], block_size: int) -> int:
+    """The tokens `call` computed within the prefix its prompt shares with `context_before`, the KV blocks of its
+    session's context after the previous call (see the module docstring): the shared prefix beyond what the node
+    had cached. vLLM computes a prompt's last token whatever it has cached, so a hit ends at the last whole block
+    before it, and so does the prefix counted here."""
+    hittable = (call.prompt_tokens - 1) // block_size
+    shared = min(shared_prefix_blocks(prompt.block_runs, context_before), hittable) * block_size
+    return max(0, shared - call.cached_tokens)
+
+
+def kv_blocks_after(call: Finished, runs: tuple[BlockRun, ...], block_size: int) -> tuple[BlockRun, ...]:
+    """The blocks of `runs` (a call's prompt and output blocks) that hold KV once the call ended: the last sampled
+    token is never fed back, so whole blocks of prompt + completion − 1 tokens."""
+    return slice_runs(runs, 0, (call.prompt_tokens + call.completion_tokens - 1) // block_size)
 
 
 def with_chats(metrics: RunMetrics, recorder: Recorder) -> RunMetrics:
@@ -171,4 +210,7 @@ def summarize(
         plans_cut=planner.cut,
         plans_dropped=planner.dropped,
         readiness_horizon_mean_s=horizon_mean_s,
+        recomputed_tokens=recorder.recomputed_tokens,
+        recomputed_after_interruption_tokens=recorder.recomputed_after_interruption_tokens,
+        interruptions=recorder.interruptions,
     )

@@ -86,6 +86,9 @@ COLUMNS = (
     ("tool→1st", "tool_end_to_first_token_mean_s", "{:.2f}"),
     ("hit", "prefix_hit_rate", "{:.1%}"),
     ("preempt", "preemptions", "{}"),
+    ("interrupts", "interruptions", "{}"),
+    ("recomputed", "recomputed_tokens", "{:,}"),
+    ("after intr.", "recomputed_after_interruption_tokens", "{:,}"),
     ("makespan", "makespan_s", "{:.0f}"),
     ("plan ms", "plan_mean_ms", "{:.2f}"),
     ("p95", "plan_p95_ms", "{:.2f}"),
@@ -107,7 +110,9 @@ def render_table(results: list[RunResult]) -> str:
     lines += [_line(row, widths) for row in rows]
     lines.append("latencies, makespan, TTFT and tool→1st (tool end to first token) in s, as the agent sees them")
     lines.append(
-        "hit: prefix-cache hit rate; preempt: requests the engine preempted; makespan: virtual time to the end"
+        "hit: prefix-cache hit rate; preempt: requests the engine preempted; interrupts: places plans took away; "
+        "recomputed: prompt tokens computed again (prefixes the session had in KV before), after intr.: those of calls "
+        "after an interruption; makespan: virtual time to the end"
     )
     lines.append(
         "plan ms, p95: the planner's wall-clock time per plan, mean and 95th percentile (– without plans or with "
