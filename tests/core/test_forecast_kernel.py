@@ -37,7 +37,7 @@ def reference_mixture(levels, kappa, half_life):
 
 
 def reference_cdf(predictive, x):
-    atoms = np.concatenate(([0.0], predictive.cumulative))[np.searchsorted(predictive.values, x, side="right")]
+    atoms = predictive.below[np.searchsorted(predictive.values, x, side="right")]
     with np.errstate(divide="ignore"):
         z = (np.log(np.maximum(x, 0.0)) - predictive.prior_mu) / PRIOR_LOG_SD
     return np.minimum(1.0, atoms + predictive.prior_weight * ndtr(z))
@@ -97,7 +97,7 @@ def test_the_compiled_forecast_is_the_numpy_one(durations, own, horizon, sleep, 
         [level for level in mixture if level is not None], core.forecast_kappa, core.forecast_recency_half_life
     )
     assert np.array_equal(predictive.values, values)
-    assert np.allclose(predictive.cumulative, cumulative, rtol=0, atol=1e-12)
+    assert np.allclose(predictive.below[1:], cumulative, rtol=0, atol=1e-12)
     assert math.isclose(predictive.prior_weight, prior, abs_tol=1e-12)
 
     instants = reference_instants(forecast, horizon)

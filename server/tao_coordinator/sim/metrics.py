@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING
 
 from ..core.model import shared_prefix_blocks
 from ..percentile import percentile
+from .node import cacheable_blocks
 from .prompt import Prompt
 from .workloads.blocks import slice_runs
 
@@ -155,9 +156,9 @@ def recomputed_tokens(call: Finished, prompt: Prompt, context_before: tuple[Bloc
 
 
 def kv_blocks_after(call: Finished, runs: tuple[BlockRun, ...], block_size: int) -> tuple[BlockRun, ...]:
-    """The blocks of `runs` (a call's prompt and output blocks) that hold KV once the call ended: the last sampled
-    token is never fed back, so whole blocks of prompt + completion − 1 tokens."""
-    return slice_runs(runs, 0, (call.prompt_tokens + call.completion_tokens - 1) // block_size)
+    """The blocks of `runs` (a call's prompt and output blocks) that hold KV once the call ended (`cacheable_blocks`:
+    the last sampled token is never fed back)."""
+    return slice_runs(runs, 0, cacheable_blocks(call.prompt_tokens, call.completion_tokens, block_size))
 
 
 def with_chats(metrics: RunMetrics, recorder: Recorder) -> RunMetrics:

@@ -73,14 +73,6 @@ def cdf(values, below, prior_weight, prior_mu, x):
 
 
 @njit(cache=True)
-def cdf_many(values, below, prior_weight, prior_mu, xs):
-    out = np.empty(xs.size)
-    for i in range(xs.size):
-        out[i] = cdf(values, below, prior_weight, prior_mu, xs[i])
-    return out
-
-
-@njit(cache=True)
 def conditional(values, below, prior_weight, prior_mu, sleep, cap, elapsed, x):
     """P(T ≤ x | T > elapsed) for T = sleep + X, ended by `cap`."""
     if x >= cap:
@@ -203,7 +195,7 @@ def _warm_up() -> None:
     values, below = np.array([1.0, 2.0]), np.array([0.0, 0.25, 0.5])
     index = np.array([0, 1], dtype=np.int64)
     mix(values, index, np.array([0, 2], dtype=np.int64), np.array([2], dtype=np.int64), 2.0, 32.0)
-    cdf_many(values, below, 0.5, 1.0, values)
+    cdf(values, below, 0.5, 1.0, 1.5)
     return_probabilities(values, below, 0.5, 1.0, 0.0, np.inf, values, 1.0)
     schedule(values, below, 0.5, 1.0, 0.0, np.inf, 1.0, 1, np.array([0.5, 1e5]), 32)
     quantile(values, below, 0.5, 1.0, 0.0, np.inf, 0.5, 0.0)

@@ -28,7 +28,6 @@ from numpy.typing import NDArray
 
 from .history import Samples
 from .kernel import cdf as kernel_cdf
-from .kernel import cdf_many as kernel_cdf_many
 from .kernel import mix as kernel_mix
 from .kernel import quantile as kernel_quantile
 from .kernel import return_probabilities as kernel_return_probabilities
@@ -71,22 +70,12 @@ class Predictive:
         self.prior_mu = math.log(max(smoothing.prior_median_s, 1e-3))
 
     @property
-    def cumulative(self) -> NDArray[np.float64]:
-        """The atoms' mass at or below each atom."""
-        return self.below[1:]
-
-    @property
     def arrays(self) -> tuple[NDArray[np.float64], NDArray[np.float64], float, float]:
         """What `kernel.py` takes of it."""
         return self.values, self.below, self.prior_weight, self.prior_mu
 
-    def cdf(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
-        """P(T ≤ x), elementwise."""
-        points = np.asarray(x, dtype=np.float64)
-        return kernel_cdf_many(*self.arrays, points.ravel()).reshape(points.shape)  # type: ignore[no-any-return]
-
     def cdf_at(self, x: float) -> float:
-        """`cdf` of one number."""
+        """P(T ≤ x)."""
         return float(kernel_cdf(*self.arrays, float(x)))
 
 
