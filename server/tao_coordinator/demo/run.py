@@ -10,9 +10,10 @@ own prefix-cache hit rate from their `/metrics`.
 
 Units and spread, as the output states them: every time is wall-clock seconds of this run, on nodes and tools both
 sped up `--time-scale` times (so about that many times longer on real H100s). The figures come from real processes
-sharing one machine's cores, so they vary from run to run with the same seed (`tao demo --repeats 3` on a 2-core
-machine, 2026-12-02: task latency −26.8 % to −33.0 %); `--repeats N` runs the policies N times, alternating, and
-shows each figure's range.
+sharing one machine's cores, so they vary from run to run with the same seed, and with what else the machine runs:
+`tao demo --repeats 3` on the same 2-core machine gave task latency −26.8 % to −33.0 % on 2026-12-02 and −41.3 % to
+−44.0 % on 2026-12-07, round-robin moving most. `--repeats N` runs the policies N times, alternating, and shows each
+figure's range; a single run says so rather than quote a range measured elsewhere.
 A progress bar per run (plain lines on a pipe) shows the calls done.
 """
 
@@ -185,8 +186,8 @@ def render(results: list[DemoResult], time_scale: float = 16.0) -> str:
     )
     if repeats == 1:
         lines.append(
-            "spread: they vary between runs of the same seed (three repeats of the default on a 2-core machine gave "
-            "−26.8 % to −33.0 % task latency); --repeats 3 shows the range."
+            "spread: they vary between runs of the same seed by several points, and more with what else the machine "
+            "runs (round-robin most); --repeats 3 shows the range on this machine."
         )
     failed = sum(r.failed_agents for r in results)
     if failed:
