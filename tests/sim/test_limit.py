@@ -1,5 +1,6 @@
 """The limit: a fleet whose KV never runs out (nothing evicted, nothing preempted, nobody waits for memory), the
-limit as the best per metric over the policies rerun there, each run's excess over it, and `tao sim --limit`."""
+limit as the best per metric over the policies rerun there, each run's excess over it, and `tao sim --limit`; the
+never-evict fleet (`tao sim --never-evict`), which tells schedulers the real capacity and never evicts."""
 
 import json
 
@@ -11,7 +12,7 @@ import matplotlib.pyplot as plt
 
 from tao_coordinator.sim.driver import FleetSimulation
 from tao_coordinator.sim.limit import Limit, beats_limit_on, excess, limit_of, limits_of
-from tao_coordinator.sim.limit_fleet import limit_profile, workload_block_bound
+from tao_coordinator.sim.limit_fleet import limit_profile, never_evict_profile, workload_block_bound
 from tao_coordinator.sim.metrics import RunMetrics
 from tao_coordinator.sim.node import NodeProfile, profile_by_name
 from tao_coordinator.sim.node.profile import with_cpu_tier
@@ -63,6 +64,49 @@ def test_the_limit_fleet_keeps_every_block_and_nobody_waits_for_memory(policy):
     assert limit.latency_mean_s < constrained.latency_mean_s and limit.ttft_mean_s < constrained.ttft_mean_s
     # one node: a prefix computed twice was evicted in between, which the limit fleet never does
     assert constrained.recomputed_tokens > 0 and limit.recomputed_tokens == 0
+
+
+def test_the_never_evict_fleet_keeps_every_block_but_tao_still_waits_for_the_memory_it_is_told_of():
+    workload = _workload()
+    tight = _tight(workload)
+    fleet = never_evict_profile(tight, workload)
+    simulation = FleetSimulation(workload, "tao", 4, fleet, 1)
+    assert simulation.coordinator.nodes["node-00"].capacity_tokens == tight.capacity_tokens
+    run = simulation.run(timing=False)
+    assert not _prompt_ids(workload) - _cached_ids(simulation)
+    (engine,) = simulation.engines.values()
+    counters = engine.counters()
+    assert counters.num_gpu_blocks == tight.num_gpu_blocks and counters.num_preemptions == 0
+    # one node and nothing evicted: no prefix is ever computed twice
+    assert run.recomputed_tokens == 0
+    # but the coordinator planned for the tight node: agents waited for a place beyond the engine's own TTFT
+    assert run.ttft_mean_s > run.engine_ttft_mean_s + 0.5
+    unbounded = FleetSimulation(workload, "tao", 4, limit_profile(tight, workload), 1).run(timing=False)
+    assert unbounded.ttft_mean_s == pytest.approx(unbounded.engine_ttft_mean_s, rel=1e-9)
+
+
+def test_a_never_evict_profile_advertises_the_real_blocks_and_the_limit_profile_forgets_them():
+    workload = _workload()
+    fleet = never_evict_profile(TP1, workload)
+    assert fleet.name == "h100-tp1+never-evict" and fleet.num_gpu_blocks == limit_profile(TP1, workload).num_gpu_blocks
+    assert fleet.reported_gpu_blocks == TP1.num_gpu_blocks and fleet.reported_capacity_tokens == TP1.capacity_tokens
+    assert fleet.model_len_limit == TP1.model_len_limit
+    assert limit_profile(fleet, workload).advertised_gpu_blocks is None
+    with pytest.raises(ValueError, match="advertised_gpu_blocks: must be between 2 and num_gpu_blocks"):
+        NodeProfile("bad", TP1.step, num_gpu_blocks=10, advertised_gpu_blocks=11)
+
+
+def test_sim_never_evict_reports_the_real_capacity_and_keeps_the_limit_fleet_apart(tmp_path, capsys):
+    out = tmp_path / "run.json"
+    assert tao([*SMALL, "--never-evict", "--limit", "--json", str(out), "--no-plots"]) == 0
+    printed = capsys.readouterr().out
+    assert f"fleet: 1 × h100-tp1+never-evict ({TP1.capacity_tokens:,} KV tokens each, never evicted)" in printed
+    assert "limit fleet: 1 × h100-tp1+limit " in printed
+    document = json.loads(out.read_text())
+    assert document["fleet"]["never_evict"] is True and document["fleet"]["capacity_tokens"] == TP1.capacity_tokens
+    assert all(run["metrics"]["preemptions"] == 0 for run in document["runs"])
+    assert tao([*SMALL, "--never-evict", "--cpu-kv-gib", "8", "--no-plots"]) == 2
+    assert "--never-evict: nodes that never evict have no use for a CPU tier" in capsys.readouterr().err
 
 
 def test_the_limit_profile_keeps_compute_and_the_context_cap_and_drops_the_tier():

@@ -100,6 +100,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"fit the credit half-life per node from observed retention "
         f"(default: {'on' if CoreSettings().credit_half_life_fit else 'off'})",
     )
+    parser.add_argument(
+        "--never-evict",
+        action="store_true",
+        help="replay on nodes that tell schedulers their real KV capacity but never evict a cached block: against "
+        "the same run without it, what vLLM's eviction costs each policy (not with --cpu-kv-gib)",
+    )
     parser.add_argument("--json", type=Path, help="write the figures as JSON to this file")
     parser.add_argument(
         "--plots",
@@ -247,6 +253,8 @@ def run(args: argparse.Namespace) -> int:
         if not 0 <= args.cpu_kv_gib < math.inf:
             raise UsageError("--cpu-kv-gib: must be a finite number of GiB, at least 0")
         if args.cpu_kv_gib:
+            if args.never_evict:
+                raise UsageError("--never-evict: nodes that never evict have no use for a CPU tier; drop --cpu-kv-gib")
             profile = with_cpu_tier(profile, args.cpu_kv_gib)
         small = _small_nodes(args)
         max_context = args.max_context or profile.model_len_limit
@@ -264,10 +272,13 @@ def run(args: argparse.Namespace) -> int:
     if not workload.scripts:
         print("tao sim: the workload has no session left to replay", file=sys.stderr)
         return 2
+    real_profile, real_small = profile, small
+    if args.never_evict:
+        profile, small = _never_evict(profile, small, workload)
     print(describe(workload))
     print(
-        f"fleet: {args.nodes} × {profile.name} ({profile.capacity_tokens:,} KV tokens each{_tier(profile)})"
-        + small.fleet_line()
+        f"fleet: {args.nodes} × {profile.name} ({profile.reported_capacity_tokens:,} KV tokens each{_tier(profile)}"
+        f"{', never evicted' if args.never_evict else ''})" + small.fleet_line()
     )
     print(f"planning: each plan is delivered {_charged(timing, args.plan_delay_ms)} after it starts")
     print(f"credit half-life: {_half_life(settings)}")
@@ -277,15 +288,18 @@ def run(args: argparse.Namespace) -> int:
         for concurrency in concurrencies
     ]
     print(render_table(results))
-    limits, limit_runs = _limits(workload, limit_policies, concurrencies, profile, timing, settings, args, small)
+    limits, limit_runs = _limits(
+        workload, limit_policies, concurrencies, real_profile, timing, settings, args, real_small
+    )
     if limits:
         print(render_excess(results, limits))
     if args.json:
         fleet = {
             "nodes": args.nodes,
             "node_profile": profile.name,
-            "capacity_tokens": profile.capacity_tokens,
+            "capacity_tokens": profile.reported_capacity_tokens,
             "cpu_kv_gib": args.cpu_kv_gib,
+            "never_evict": args.never_evict,
             **small.fleet_json(),
         }
         planning = {"timing": timing, "delay_ms": args.plan_delay_ms}
@@ -300,6 +314,16 @@ def run(args: argparse.Namespace) -> int:
         written = write_plots(results, directory, limits={c: limit.values for c, limit in limits.items()})
         print(f"plots: {', '.join(p.name for p in written)} in {directory} (--no-plots skips them)")
     return 0
+
+
+def _never_evict(profile: NodeProfile, small: SmallNodes, workload: Workload) -> tuple[NodeProfile, SmallNodes]:
+    """The fleet of `--never-evict`: every node, small ones included, keeps all it computes and advertises its real
+    blocks (`limit_fleet.never_evict_profile`)."""
+    from .limit_fleet import never_evict_profile
+
+    if small.profile is not None:
+        small = replace(small, profile=never_evict_profile(small.profile, workload))
+    return never_evict_profile(profile, workload), small
 
 
 def _small_nodes(args: argparse.Namespace) -> SmallNodes:

@@ -155,8 +155,9 @@ class FleetSimulation:
         for node_id, engine in self.engines.items():
             node = engine.profile
             cpu_tokens = node.cpu_tier.num_blocks * node.block_size if node.cpu_tier else 0
+            capacity = node.reported_capacity_tokens
             update = NodeUpdate(
-                node_id, node.capacity_tokens, node.block_size, cpu_capacity_tokens=cpu_tokens, models=served[node_id]
+                node_id, capacity, node.block_size, cpu_capacity_tokens=cpu_tokens, models=served[node_id]
             )
             self.coordinator.on_event(update, 0.0)
 

@@ -75,7 +75,7 @@ class RouterFeeds:
             updates.append(
                 NodeUpdate(
                     node_id,
-                    profile.capacity_tokens,
+                    profile.reported_capacity_tokens,
                     profile.block_size,
                     load=NodeLoad(
                         counters.num_requests_running,

@@ -52,7 +52,7 @@ class SmallNodes:
     def fleet_line(self) -> str:
         if self.profile is None:
             return ""
-        capacity = self.profile.capacity_tokens
+        capacity = self.profile.reported_capacity_tokens
         return f" + {self.nodes} × {self.profile.name} serving the small model ({capacity:,} KV tokens each)"
 
     def fleet_json(self) -> dict[str, Any]:
@@ -61,7 +61,7 @@ class SmallNodes:
         return {
             "small_nodes": self.nodes,
             "small_node_profile": self.profile.name,
-            "small_capacity_tokens": self.profile.capacity_tokens,
+            "small_capacity_tokens": self.profile.reported_capacity_tokens,
         }
 
 

@@ -29,7 +29,8 @@ class NodeCounters:
     num_requests_running: int
     num_requests_waiting: int
     kv_cache_usage_perc: float
-    """Blocks held by live requests over num_gpu_blocks − 1, in 0..1; cached free blocks count as free."""
+    """Blocks held by live requests over num_gpu_blocks − 1 (the advertised figure), in 0..1 on a real node; cached
+    free blocks count as free."""
     prefix_cache_queries: int
     prefix_cache_hits: int
     num_preemptions: int
@@ -72,14 +73,14 @@ def snapshot(state: NodeState) -> NodeCounters:
     return NodeCounters(
         num_requests_running=len(state.running),
         num_requests_waiting=len(state.waiting) + holding,
-        kv_cache_usage_perc=state.pool.usage,
+        kv_cache_usage_perc=state.pool.used_blocks / (state.profile.reported_gpu_blocks - 1),
         prefix_cache_queries=tallies.prefix_cache_queries,
         prefix_cache_hits=tallies.prefix_cache_hits,
         num_preemptions=tallies.num_preemptions,
         prompt_tokens=tallies.prompt_tokens,
         generation_tokens=tallies.generation_tokens,
         request_success=dict(tallies.request_success),
-        num_gpu_blocks=state.profile.num_gpu_blocks,
+        num_gpu_blocks=state.profile.reported_gpu_blocks,
         block_size=state.block_size,
         cached_blocks=state.pool.cached_blocks,
         external_prefix_cache_queries=tallies.external_prefix_cache_queries,

@@ -7,7 +7,8 @@ model of the Qwen3-8B shape on one H100 (the small fast model of a two-model fle
 `profile_from_mapping` (for example from a TOML table) or by constructing the dataclasses directly.
 
 Invariants: every profile has at least one usable KV block besides the null block, positive limits and non-negative
-coefficients; `capacity_tokens == (num_gpu_blocks − 1) × block_size`; `max_model_len ≤ capacity_tokens`.
+coefficients; `capacity_tokens == (num_gpu_blocks − 1) × block_size`; `max_model_len ≤ capacity_tokens`; a node
+advertises at most the blocks it has (`advertised_gpu_blocks ≤ num_gpu_blocks`).
 """
 
 from __future__ import annotations
@@ -77,10 +78,19 @@ class NodeProfile:
     notes: str = field(default="", compare=False)
     cpu_tier: CpuTier | None = None
     """The CPU KV tier (vLLM's --kv-offloading-size); None: no offloading."""
+    advertised_gpu_blocks: int | None = None
+    """The `num_gpu_blocks` the node reports to routers (its capacity and its KV usage are counted against it); None:
+    its own. Only the never-evict fleet (`sim/limit_fleet.py`) sets it, to a real node's pool inside one that holds
+    every block, so schedulers plan for the real memory while the engine never evicts."""
 
     def __post_init__(self) -> None:
         if self.num_gpu_blocks < 2:
             raise ValueError(f"num_gpu_blocks: need at least 2 (block 0 is the null block), got {self.num_gpu_blocks}")
+        if self.advertised_gpu_blocks is not None and not 2 <= self.advertised_gpu_blocks <= self.num_gpu_blocks:
+            raise ValueError(
+                f"advertised_gpu_blocks: must be between 2 and num_gpu_blocks {self.num_gpu_blocks}, "
+                f"got {self.advertised_gpu_blocks}"
+            )
         for name in ("block_size", "max_num_batched_tokens", "max_num_seqs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be at least 1, got {getattr(self, name)}")
@@ -92,6 +102,16 @@ class NodeProfile:
     @property
     def capacity_tokens(self) -> int:
         return (self.num_gpu_blocks - 1) * self.block_size
+
+    @property
+    def reported_gpu_blocks(self) -> int:
+        """The `num_gpu_blocks` routers are told: the advertised figure, else the pool's own."""
+        return self.num_gpu_blocks if self.advertised_gpu_blocks is None else self.advertised_gpu_blocks
+
+    @property
+    def reported_capacity_tokens(self) -> int:
+        """The KV capacity routers are told, in tokens."""
+        return (self.reported_gpu_blocks - 1) * self.block_size
 
     @property
     def model_len_limit(self) -> int:
