@@ -10,6 +10,7 @@ import pytest
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from tao_coordinator.fakevllm.metrics import cache_config_labels
 from tao_coordinator.sim.driver import FleetSimulation
 from tao_coordinator.sim.limit import Limit, beats_limit_on, excess, limit_of, limits_of
 from tao_coordinator.sim.limit_fleet import limit_profile, never_evict_profile, workload_block_bound
@@ -92,6 +93,10 @@ def test_a_never_evict_profile_advertises_the_real_blocks_and_the_limit_profile_
     assert fleet.reported_gpu_blocks == TP1.num_gpu_blocks and fleet.reported_capacity_tokens == TP1.capacity_tokens
     assert fleet.model_len_limit == TP1.model_len_limit
     assert limit_profile(fleet, workload).advertised_gpu_blocks is None
+    # a fake vLLM server on such a profile reports the advertised blocks in its cache config, as the simulator does
+    labels = cache_config_labels(fleet)
+    assert labels["num_gpu_blocks"] == str(TP1.num_gpu_blocks)
+    assert labels["kv_cache_size_tokens"] == str(TP1.num_gpu_blocks * TP1.block_size)
     with pytest.raises(ValueError, match="advertised_gpu_blocks: must be between 2 and num_gpu_blocks"):
         NodeProfile("bad", TP1.step, num_gpu_blocks=10, advertised_gpu_blocks=11)
 

@@ -81,10 +81,11 @@ def token_buckets(max_model_len: int) -> list[float]:
 
 
 def cache_config_labels(profile: NodeProfile, kv_offloading_size: float | None = None) -> dict[str, str]:
-    """CacheConfig as `str()` renderings; kv_cache_size_tokens is num_gpu_blocks × block_size, as vLLM reports it.
+    """CacheConfig as `str()` renderings; kv_cache_size_tokens is num_gpu_blocks × block_size, as vLLM reports it,
+    with the blocks the profile advertises (`NodeProfile.reported_gpu_blocks`).
 
     `num_cpu_blocks` stays "None" with native offloading: vLLM 0.33 never sets it on that path."""
-    size_tokens = profile.num_gpu_blocks * profile.block_size
+    size_tokens = profile.reported_gpu_blocks * profile.block_size
     return {
         "block_size": str(profile.block_size),
         "cache_dtype": "auto",
@@ -100,7 +101,7 @@ def cache_config_labels(profile: NodeProfile, kv_offloading_size: float | None =
         "kv_offloading_size": str(kv_offloading_size),
         "mamba_cache_dtype": "auto",
         "num_cpu_blocks": "None",
-        "num_gpu_blocks": str(profile.num_gpu_blocks),
+        "num_gpu_blocks": str(profile.reported_gpu_blocks),
         "num_gpu_blocks_override": "None",
         "prefix_caching_hash_algo": "sha256",
         "sliding_window": "None",
