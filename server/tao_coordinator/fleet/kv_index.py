@@ -124,6 +124,10 @@ class NodeKvIndex:
     def tokens_of(self, session_id: str, tier: Tier = "GPU") -> int:
         return self._tiers[tier].per_session[session_id] * self.block_size
 
+    def residents(self, tier: Tier = "GPU") -> dict[str, int]:
+        """Tokens per session with at least one block resident in `tier`."""
+        return {session: count * self.block_size for session, count in self._tiers[tier].per_session.items()}
+
     def take_changed(self) -> dict[tuple[str, Tier], int]:
         changed = {(session, tier): self.tokens_of(session, tier) for session, tier in self.changed}
         self.changed.clear()

@@ -101,6 +101,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"(default: {'on' if CoreSettings().credit_half_life_fit else 'off'})",
     )
     parser.add_argument(
+        "--kv-events",
+        action="store_true",
+        help="the nodes publish KV events with session ids (vLLM >= 0.30 with --kv-events-config) and the "
+        "coordinator's cache credit reads them, exact and undecayed, as the live one does when the fleet "
+        "configuration names their endpoints (default: credit from usage at the end of each call)",
+    )
+    parser.add_argument(
         "--never-evict",
         action="store_true",
         help="replay on nodes that tell schedulers their real KV capacity but never evict a cached block: against "
@@ -282,6 +289,8 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"planning: each plan is delivered {_charged(timing, args.plan_delay_ms)} after it starts")
     print(f"credit half-life: {_half_life(settings)}")
+    if args.kv_events:
+        print("cache credit: the nodes' KV events, exact (snapshot evidence only where they say nothing)")
     results = [
         _run_one(workload, policy, concurrency, profile, timing, settings, args, small)
         for policy in policies
@@ -303,7 +312,11 @@ def run(args: argparse.Namespace) -> int:
             **small.fleet_json(),
         }
         planning = {"timing": timing, "delay_ms": args.plan_delay_ms}
-        credit = {"half_life_s": settings.credit_half_life_s, "fit": settings.credit_half_life_fit}
+        credit = {
+            "half_life_s": settings.credit_half_life_s,
+            "fit": settings.credit_half_life_fit,
+            "kv_events": args.kv_events,
+        }
         text = to_json(results, workload.report, fleet, planning, credit)
         args.json.write_text(with_limits_json(text, results, limits, limit_runs) if limits else text)
         print(f"wrote {args.json}")
@@ -416,6 +429,7 @@ def _run_one(
         plan_delay_s=args.plan_delay_ms / 1e3,
         progress=progress.advance,
         seed=args.seed,
+        kv_evidence=args.kv_events,
         **small.simulation_kwargs(),
     )
     started = time.perf_counter()

@@ -16,6 +16,11 @@ serving it for every policy (`core/eligibility.py`). A side call (`model.py`) is
 the next main-model call: the phase's `ToolStart` is sent after the last main-model answer and its `ToolEnd` when the
 next main-model call is wanted. A workload with a model the fleet does not serve is refused before the run.
 
+KV evidence (`kv_evidence=True`, `tao sim --kv-events`): the nodes publish KV events with session ids, and the
+coordinator receives the residency they imply as `CacheResidency` events every `kv_flush_interval_s`, checked
+whenever a node steps (`kv_evidence.py`) — the cache credit the live coordinator has when the fleet configuration
+names the nodes' KV-event endpoints. Without it the credit comes from usage at the end of each call.
+
 Chats (`ScriptMeta.chat`): registered, one call acquired, closed with its answer like any session whose last
 answer arrived — no tool phase is opened after it. Their TTFT and latency are recorded apart, and they are left out
 of the task latency (`metrics.py`); a workload with chats reports the chat figures.
@@ -53,8 +58,9 @@ from ..core.settings import CoreSettings
 from ..core.signals.cache_credit import node_half_life
 from ..core.snapshot import PlanJob, Snapshot
 from .feeds import DEFAULT_SCRAPE_INTERVAL_S, RouterFeeds
+from .kv_evidence import KvEvidenceFeed
 from .metrics import Recorder, RunMetrics, kv_blocks_after, recomputed_tokens, summarize, with_chats, with_side_calls
-from .node import Finished, FirstToken, NodeEngine, NodeProfile, NodeRequest, RequestRejected
+from .node import Finished, FirstToken, NodeEngine, NodeProfile, NodeRequest, Preempted, RequestRejected
 from .plan_timing import PLAN_TIMINGS, PlanTiming
 from .workloads import MAIN_MODEL, SMALL_MODEL, SessionScript, Workload
 
@@ -111,6 +117,7 @@ class FleetSimulation:
         on_snapshot: Callable[[Snapshot], None] | None = None,
         small_profile: NodeProfile | None = None,
         small_nodes: int = 0,
+        kv_evidence: bool = False,
     ) -> None:
         if concurrency < 1 or nodes < 1:
             raise ValueError("concurrency and nodes must be at least 1")
@@ -123,7 +130,7 @@ class FleetSimulation:
         self.settings = settings or CoreSettings(lease_ttl_s=1e12)
         chosen = make_policy(policy, seed)
         self.coordinator = Coordinator(chosen, self.settings, inline_planning=False)
-        kv_events = Feed.KV_EVENTS in chosen.inputs
+        kv_events = kv_evidence or Feed.KV_EVENTS in chosen.inputs
         self.engines = {f"node-{k:02d}": NodeEngine(profile, kv_events=kv_events) for k in range(nodes)}
         self.node_models = dict.fromkeys(self.engines, MAIN_MODEL)
         """The model each node serves (its role, `workloads/model.py`)."""
@@ -134,6 +141,7 @@ class FleetSimulation:
         _check_models_served(workload, set(self.node_models.values()))
         served = {node_id: frozenset({model}) for node_id, model in self.node_models.items()}
         self.feeds = RouterFeeds(chosen.inputs, self.engines, scrape_interval_s, served)
+        self.kv_evidence = KvEvidenceFeed(self.engines) if kv_evidence else None
         self.concurrency = concurrency
         self.plan_timing = plan_timing
         self.plan_delay_s = plan_delay_s
@@ -320,8 +328,14 @@ class FleetSimulation:
                 self._first_token(node_id, event)
             elif isinstance(event, Finished):
                 self._finished(node_id, event)
-            elif self.feeds.kv_events and (kv_event := self.feeds.kv_event(node_id, event)) is not None:
-                self._event(kv_event)
+            else:
+                if self.kv_evidence is not None and not isinstance(event, Preempted):
+                    self.kv_evidence.observe(node_id, event)
+                if self.feeds.kv_events and (kv_event := self.feeds.kv_event(node_id, event)) is not None:
+                    self._event(kv_event)
+        if self.kv_evidence is not None:
+            for residency in self.kv_evidence.flush(self._now, self.coordinator.sessions):
+                self._event(residency)
         self._nodes_to_wake.add(node_id)
 
     def _first_token(self, node_id: str, event: FirstToken) -> None:
