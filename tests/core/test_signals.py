@@ -1,5 +1,9 @@
 """Cache credit, readiness, footprint and stability as the planner sees them."""
 
+import math
+
+import pytest
+
 from tao_coordinator.core.model import (
     AgentProfile,
     AgentSession,
@@ -48,11 +52,30 @@ def test_no_decay_keeps_credit():
 
 
 def test_best_source_wins_even_when_it_says_less():
-    kv = CacheEvidence("a", 1024, 5.0, EvidenceSource.KV_EVENTS)
+    kv = CacheEvidence("a", 8 * 1024, 5.0, EvidenceSource.KV_EVENTS)
     s = session(evidence=(usage("a", 64 * 1024, 0.0), kv))
-    assert CacheCredit().on_nodes(s, ctx(1000.0)) == {"a": 1}  # live evidence does not decay
+    assert CacheCredit().on_nodes(s, ctx(5.0)) == {"a": 5}  # 8 resident, 5 s after the call: 8 · 2^-0.5 = 5.7
     evicted = session(evidence=(usage("a", 64 * 1024, 0.0), CacheEvidence("a", 0, 5.0, EvidenceSource.KV_EVENTS)))
     assert CacheCredit().on_nodes(evicted, ctx(6.0)) == {}
+
+
+def test_live_credit_decays_from_what_is_resident_since_the_last_call_on_the_node():
+    # the rent of a place held idle: what KV events say is resident, halved every h since the call there ended
+    kv = CacheEvidence("a", 32 * 1024, 20.0, EvidenceSource.KV_EVENTS)
+    s = session(evidence=(usage("a", 64 * 1024, 10.0), kv))
+    credit = CacheCredit()
+    assert credit.on_nodes(s, ctx(10.0)) == {"a": 32}
+    assert credit.on_nodes(s, ctx(20.0)) == {"a": 16}
+    assert credit.on_nodes(s, ctx(1000.0)) == {}
+    # the next drop is computed from the same basis, so a value cache re-evaluates it in time
+    assert credit.compute(s, ctx(15.0)) == ({"a": 22}, pytest.approx(10.0 + 10.0 * math.log2(32 / 22)))
+    assert CacheCredit(decay=False).on_nodes(s, ctx(1000.0)) == {"a": 32}
+
+
+def test_live_credit_without_a_call_on_the_node_does_not_decay():
+    kv = CacheEvidence("b", 16 * 1024, 0.0, EvidenceSource.KV_EVENTS)
+    s = session(evidence=(usage("a", 64 * 1024, 0.0), kv))
+    assert CacheCredit().on_nodes(s, ctx(1000.0)) == {"b": 16}
 
 
 def test_estimate_uses_the_node_hit_rate():

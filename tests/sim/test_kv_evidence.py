@@ -54,12 +54,14 @@ def test_the_coordinator_plans_on_exact_residency_that_matches_the_node_cache():
     assert sum(simulation.kv_evidence.residents("node-00").values()) == cached * 16
     sources = {e.source for snapshot in snapshots for session in snapshot.sessions for e in session.evidence}
     assert EvidenceSource.KV_EVENTS in sources
-    # a tight node evicts, and the evidence says so: some session's KV-event residency fell to 0 while it lived
-    zero = [
-        e for snapshot in snapshots for s in snapshot.sessions for e in s.evidence
-        if e.source is EvidenceSource.KV_EVENTS and e.tokens == 0
-    ]  # fmt: skip
-    assert zero
+    # a tight node evicts, and the evidence says so: some live session's residency fell between two plans
+    seen, fell = {}, 0
+    for snapshot in snapshots:
+        for s in snapshot.sessions:
+            for e in (e for e in s.evidence if e.source is EvidenceSource.KV_EVENTS):
+                fell += e.tokens < seen.get((s.id, e.node), 0)
+                seen[s.id, e.node] = e.tokens
+    assert fell > 0
     _, repeat = _tight_run(True)
     assert repeat == metrics  # deterministic
     _, without = _tight_run(False)
@@ -78,7 +80,7 @@ def test_sim_kv_events_says_where_credit_comes_from(tmp_path, capsys):
     argv = ["sim", "--trace", "synthetic:swe-agent", "--sessions", "6", "--nodes", "1", "--node-profile", "h100-tp1",
             "--policy", "tao", "--concurrency", "4", "--no-timing", "--no-plots", "--json", str(out)]  # fmt: skip
     assert tao([*argv, "--kv-events"]) == 0
-    assert "cache credit: the nodes' KV events, exact" in capsys.readouterr().out
+    assert "cache credit: the nodes' KV events (call-end usage only where" in capsys.readouterr().out
     assert json.loads(out.read_text())["credit"]["kv_events"] is True
     assert tao(argv) == 0
     assert "cache credit: the nodes' KV events" not in capsys.readouterr().out

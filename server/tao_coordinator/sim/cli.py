@@ -104,7 +104,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--kv-events",
         action="store_true",
         help="the nodes publish KV events with session ids (vLLM >= 0.30 with --kv-events-config) and the "
-        "coordinator's cache credit reads them, exact and undecayed, as the live one does when the fleet "
+        "coordinator's cache credit reads the exact residency they give, as the live one does when the fleet "
         "configuration names their endpoints (default: credit from usage at the end of each call)",
     )
     parser.add_argument(
@@ -290,7 +290,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"planning: each plan is delivered {_charged(timing, args.plan_delay_ms)} after it starts")
     print(f"credit half-life: {_half_life(settings)}")
     if args.kv_events:
-        print("cache credit: the nodes' KV events, exact (snapshot evidence only where they say nothing)")
+        print("cache credit: the nodes' KV events (call-end usage only where they say nothing)")
     results = [
         _run_one(workload, policy, concurrency, profile, timing, settings, args, small)
         for policy in policies

@@ -2,13 +2,13 @@
 
 The live coordinator reads each node's KV events when the fleet configuration names their endpoints: vLLM ≥ 0.30
 copies a request's session id into `BlockStored`, `fleet/kv_index.py` counts per session the blocks each node holds,
-and every `kv_flush_interval_s` the counts that moved reach the core as `CacheResidency` events — exact, undecayed
-cache credit (docs/design.md#cache-credit). This feed does the same for simulated nodes with the same index: each
-node's block events become the wire events a subscriber decodes (one hash per block id), and `flush` returns the
-residency of the sessions the coordinator knows whose count moved, at most once per interval.
+and every `kv_flush_interval_s` the counts that moved reach the core as `CacheResidency` events — the exact residency
+cache credit starts from (docs/design.md#cache-credit). This feed does the same for simulated nodes with the same
+index: each node's block events become the wire events a subscriber decodes (one hash per block id), and `flush`
+returns the residency of the sessions the coordinator knows whose count moved, at most once per interval.
 
 Invariants: per node, the index holds exactly the blocks the node's events say are cached (the simulated pool's
-ids); `flush` yields nothing before `interval_s` has passed since the last flush that yielded; a session unknown to
+ids); `flush` yields nothing before `interval_s` has passed since the last one that was due; a session unknown to
 the coordinator (closed, or never registered) gets no event, as in the live fleet watch.
 """
 

@@ -1,9 +1,18 @@
 """Cache credit k(i, b): evidence, in credit units, that node b still holds session i's prefix in HBM
 (docs/design.md#cache-credit).
 
-Sources, best first: live KV events (exact, no decay), usage reported at the end of a call (the node held the whole
-context then), an estimate from the node's prefix hit rate. Snapshot evidence decays as k0·2^(−τ/h) with its age τ,
-h the node's own (fitted from observed retention, `retention.py`) or the configured one.
+Sources, best first: live KV events (exact), usage reported at the end of a call (the node held the whole context
+then), an estimate from the node's prefix hit rate. Snapshot evidence decays as k0·2^(−τ/h) with its age τ, h the
+node's own (fitted from observed retention, `retention.py`) or the configured one.
+
+Live evidence decays too, from what is resident now, with τ the time since the session's last call on the node
+ended (its newest usage evidence there; without one, it does not decay). The decay is not only doubt about whether
+the cache survives — KV events remove that doubt — but the rent of a place held idle: a cache that will not be used
+for a long while is worth less than the memory it holds. Undecayed live credit let holders in long tools keep their
+places against every newcomer: with KV events TAO lost 15 % of task latency on AgentX 200 at 128 sessions, and
+gained nothing on mini-swe-agent (docs/benchmarks.md#cache-credit-from-kv-events). Eviction still shows at once: the
+decay starts from the resident tokens, so a cache evicted to 0 is 0.
+
 The result is floored to whole units of `credit_unit_tokens`; below one unit it is 0.
 
 Only HBM counts here: what a node's CPU offloading tier holds is priced by `TierCredit` (`tier.py`), a component
@@ -32,18 +41,8 @@ def snapshot_tokens(evidence: CacheEvidence, hit_rate: float) -> float:
     return evidence.tokens * hit_rate if evidence.source is EvidenceSource.ESTIMATE else float(evidence.tokens)
 
 
-def decayed_tokens(evidence: CacheEvidence, now: float, half_life_s: float | None, hit_rate: float) -> float:
-    if evidence.source is EvidenceSource.KV_EVENTS:
-        return float(evidence.tokens)
-    tokens = snapshot_tokens(evidence, hit_rate)
-    if half_life_s is None:
-        return tokens
-    age = max(0.0, now - evidence.observed_at)
-    return tokens * math.pow(2.0, -age / half_life_s)
-
-
 def node_half_life(node: Node, settings: CoreSettings) -> float | None:
-    """The half-life of snapshot evidence on `node`: its fitted one, else the configured one; None (no decay) when
+    """The half-life of cache evidence on `node`: its fitted one, else the configured one; None (no decay) when
     the settings turn decay off."""
     if settings.credit_half_life_s is None:
         return None
@@ -83,9 +82,17 @@ def next_drop(tokens: float, observed_at: float, units: int, unit: int, half_lif
     return observed_at + half_life_s * math.log2(tokens / (units * unit)) - STEP_MARGIN_S
 
 
+def last_use(evidence: tuple[CacheEvidence, ...], node_id: NodeId) -> float | None:
+    """When the session's last call on `node_id` ended, by its newest usage evidence there (None: no such call)."""
+    usage = EvidenceSource.USAGE
+    return max(
+        (e.observed_at for e in evidence if e.node == node_id and e.source is usage and e.tier == "GPU"), default=None
+    )
+
+
 def hbm_credit(session: AgentSession, ctx: SignalContext, decay: bool) -> tuple[dict[NodeId, float], float]:
-    """Per node of the context, the tokens of `session`'s prefix its HBM holds by the best evidence, and when the
-    first of them falls below its whole units (`math.inf`: never)."""
+    """Per node of the context, the tokens of `session`'s prefix its HBM holds by the best evidence, decayed, and when
+    the first of them falls below its whole units (`math.inf`: never)."""
     held: dict[NodeId, float] = {}
     earliest = math.inf
     unit = ctx.settings.credit_unit_tokens
@@ -94,12 +101,16 @@ def hbm_credit(session: AgentSession, ctx: SignalContext, decay: bool) -> tuple[
         if node is None:
             continue
         half_life = node_half_life(node, ctx.settings) if decay else None
-        tokens = decayed_tokens(evidence, ctx.now, half_life, node.prefix_hit_rate)
+        observed, since = snapshot_tokens(evidence, node.prefix_hit_rate), evidence.observed_at
+        if evidence.source is EvidenceSource.KV_EVENTS:
+            used = last_use(session.evidence, node_id)
+            if used is None:
+                held[node_id] = float(evidence.tokens)
+                continue
+            since = used
+        tokens = observed if half_life is None else observed * math.pow(2.0, -max(0.0, ctx.now - since) / half_life)
         held[node_id] = tokens
-        if evidence.source is not EvidenceSource.KV_EVENTS:
-            observed = snapshot_tokens(evidence, node.prefix_hit_rate)
-            drop = next_drop(observed, evidence.observed_at, int(tokens // unit), unit, half_life)
-            earliest = min(earliest, drop)
+        earliest = min(earliest, next_drop(observed, since, int(tokens // unit), unit, half_life))
     return held, earliest
 
 
