@@ -308,7 +308,7 @@ def test_each_node_s_credit_half_life_at_the_end_is_written_and_printed(tmp_path
     common = ["sim", "--sessions", "6", "--concurrency", "3", "--nodes", "2", "--no-timing", "--json", str(path)]
     assert tao([*common, "--policy", "tao", *options]) == 0
     document = json.loads(path.read_text())
-    assert document["credit"] == {"half_life_s": prior, "fit": fit}
+    assert document["credit"] == {"half_life_s": prior, "fit": fit, "kv_events": False}
     metrics = document["runs"][0]["metrics"]
     nodes = {"node-00", "node-01"}
     assert set(metrics["credit_half_life_s"]) == set(metrics["credit_half_life_fit_s"]) == nodes
