@@ -179,6 +179,40 @@ async def test_kv_events_give_exact_per_session_credit(tmp_path):
         assert kv_evidence()[0].node == "node-0" and kv_evidence()[0].tokens % 16 == 0
 
 
+async def test_credit_from_kv_events_decays_so_a_long_tool_still_gives_up_its_place(tmp_path, fleet):
+    # test_a_tool_start_keeps_or_frees_capacity_as_the_planner_decides with KV events on: a and b really call their
+    # nodes, whose events keep telling the coordinator the caches are resident. Credit still decays from each call's
+    # end (half-life 50 ms), so b's long tool loses its place to w as it does without KV events; counted undecayed,
+    # the resident caches would outrank w for as long as vLLM keeps them and w would wait.
+    core = {"credit_half_life_s": 0.05}
+    async with running_coordinator(tmp_path, fleet, capacity=60_000, kv_events=True, core=core) as c:
+        (a, ta), (b, tb) = [await c.register() for _ in range(2)]
+        w, tw = await c.register(expected=27_000)
+        grants = {}
+        for session, token in ((a, ta), (b, tb)):
+            grants[session] = (await c.call("POST", f"/v1/sessions/{session}/acquire", {}, token))[1]
+            await chat(grants[session]["base_url"], session, "lorem ipsum " * 1500)
+            end = {"node": grants[session]["node"], "prompt_tokens": PROMPT, "completion_tokens": 10}
+            await c.call("POST", f"/v1/sessions/{session}/llm_end", end, token)
+
+        def resident(session):
+            evidence = c.service.coordinator.session(session).evidence
+            return any(e.source is EvidenceSource.KV_EVENTS and e.tokens >= 1024 for e in evidence)
+
+        await eventually(lambda: resident(a) and resident(b))
+        short = {"call_id": "t", "tool": "grep", "hints": {"timeout_s": 0.5}}
+        long = {"call_id": "t", "tool": "pytest", "hints": {"sleep_s": 300}}
+        await c.call("POST", f"/v1/sessions/{a}/tool_start", short, ta)
+        await c.call("POST", f"/v1/sessions/{b}/tool_start", long, tb)
+        status, grant = await c.call("POST", f"/v1/sessions/{w}/acquire", {"wait_s": 5}, tw)
+        assert status == 200 and grant["node"] == grants[b]["node"]
+        assert resident(b)  # its cache was still there: the decay, not an eviction, gave its place away
+        await c.settled()
+        state = c.service.coordinator
+        assert (state.session(b).phase, state.session(b).node) == (Phase.IN_TOOL, None)
+        assert state.session(a).node == grants[a]["node"]
+
+
 async def test_metrics_are_prometheus_text_and_move(tmp_path, fleet):
     async with running_coordinator(tmp_path, fleet) as c:
         session, token = await c.register()
