@@ -20,9 +20,9 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..core.model import BlockRun
 from ..kv_wire import MEDIUM_CPU, SPEC_FULL_ATTENTION, Cleared, KvWireEvent, Removed, Stored, cpu_stored
 from ..sim.node import AllBlocksCleared, BlockRemoved, BlockStored, NodeEvent
+from ..sim.prompt import ids_of_runs
 from .block_ids import BlockIdRegistry
 from .hashing import event_extra_keys, external
 
@@ -40,10 +40,6 @@ class SequenceRecord:
     ids: list[int]
     """The registry's ids for `hashes`, position by position."""
     cache_salt: str | None
-
-
-def _ids(runs: Sequence[BlockRun]) -> list[int]:
-    return [block_id for first, count in runs for block_id in range(first, first + count)]
 
 
 class KvTranslator:
@@ -76,15 +72,15 @@ class KvTranslator:
 
     def _translate_one(self, event: NodeEvent) -> list[KvWireEvent]:
         if isinstance(event, BlockStored) and event.medium == MEDIUM_CPU:
-            hashes = [self._registry.cpu_stored(block_id) for block_id in _ids(event.block_runs)]
+            hashes = [self._registry.cpu_stored(block_id) for block_id in ids_of_runs(event.block_runs)]
             return [cpu_stored(external(block_hash)) for block_hash in hashes] if self._wire else []
         if isinstance(event, BlockRemoved) and event.medium == MEDIUM_CPU:
-            hashes = [self._registry.cpu_removed(block_id) for block_id in _ids(event.block_runs)]
+            hashes = [self._registry.cpu_removed(block_id) for block_id in ids_of_runs(event.block_runs)]
             return [Removed(tuple(external(h) for h in hashes), MEDIUM_CPU)] if self._wire and hashes else []
         if isinstance(event, BlockStored):
             return self._stored(event)
         if isinstance(event, BlockRemoved):
-            hashes = [self._registry.removed(block_id) for block_id in _ids(event.block_runs)]
+            hashes = [self._registry.removed(block_id) for block_id in ids_of_runs(event.block_runs)]
             return [Removed((external(block_hash),)) for block_hash in hashes] if self._wire else []
         if isinstance(event, AllBlocksCleared):
             self._registry.cleared()
@@ -93,7 +89,7 @@ class KvTranslator:
 
     def _stored(self, event: BlockStored) -> list[KvWireEvent]:
         record = self._records[event.request_id]
-        first, ids = event.first_block_index, _ids(event.block_runs)
+        first, ids = event.first_block_index, list(ids_of_runs(event.block_runs))
         hashes = record.hashes[first : first + len(ids)]
         for block_id, block_hash in zip(ids, hashes, strict=True):
             self._registry.stored(block_id, block_hash)

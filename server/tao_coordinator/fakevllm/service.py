@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from ..kv_wire import encode_batch
 from ..sim.node import Finished, FirstToken, NodeEngine, NodeEvent, NodeRequest, RequestRejected, cacheable_blocks
-from ..sim.prompt import Prompt, runs_from_ids
+from ..sim.prompt import Prompt, ids_of_runs, runs_from_ids
 from .block_ids import BlockIdRegistry
 from .clock import ScaledClock
 from .config import FakeNodeConfig
@@ -240,7 +240,7 @@ class NodeService:
         if self._cpu_reset:
             self._cpu_reset = False
             runs = self.driver.engine.cpu_block_runs()
-            self.registry.cpu_retain({block for first, count in runs for block in range(first, first + count)})
+            self.registry.cpu_retain(set(ids_of_runs(runs)))
         for event in events:
             if isinstance(event, Finished):
                 self.metrics.observe_finished(event, self._max_tokens.pop(event.request_id, 0))

@@ -328,8 +328,8 @@ class FleetSimulation:
                 self._first_token(node_id, event)
             elif isinstance(event, Finished):
                 self._finished(node_id, event)
-            else:
-                if self.kv_evidence is not None and not isinstance(event, Preempted):
+            elif not isinstance(event, Preempted):  # a KV event
+                if self.kv_evidence is not None:
                     self.kv_evidence.observe(node_id, event)
                 if self.feeds.kv_events and (kv_event := self.feeds.kv_event(node_id, event)) is not None:
                     self._event(kv_event)

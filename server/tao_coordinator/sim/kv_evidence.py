@@ -19,7 +19,8 @@ from collections.abc import Container, Iterable
 from ..core.events import CacheResidency
 from ..fleet.kv_index import NodeKvIndex
 from ..kv_wire import Cleared, KvWireEvent, Removed, Stored
-from .node import AllBlocksCleared, BlockEvent, BlockRemoved, BlockStored
+from .node import BlockEvent, BlockRemoved, BlockStored
+from .prompt import ids_of_runs
 
 DEFAULT_FLUSH_INTERVAL_S = 0.5
 """The live fleet watch's default `kv_flush_interval_s` (`config.py`)."""
@@ -28,14 +29,10 @@ DEFAULT_FLUSH_INTERVAL_S = 0.5
 def wire_event(event: BlockEvent) -> KvWireEvent:
     """`event` as a KV-event subscriber decodes it from vLLM: one hash per block."""
     if isinstance(event, BlockStored):
-        return Stored(_hashes(event.block_runs), event.block_size, event.session_id, event.medium)
+        return Stored(tuple(ids_of_runs(event.block_runs)), event.block_size, event.session_id, event.medium)
     if isinstance(event, BlockRemoved):
-        return Removed(_hashes(event.block_runs), event.medium)
+        return Removed(tuple(ids_of_runs(event.block_runs)), event.medium)
     return Cleared()
-
-
-def _hashes(runs: Iterable[tuple[int, int]]) -> tuple[int, ...]:
-    return tuple(block for first, count in runs for block in range(first, first + count))
 
 
 class KvEvidenceFeed:
@@ -46,7 +43,7 @@ class KvEvidenceFeed:
         self._indexes = {node_id: NodeKvIndex() for node_id in nodes}
         self._flushed_at: float | None = None
 
-    def observe(self, node_id: str, event: BlockStored | BlockRemoved | AllBlocksCleared) -> None:
+    def observe(self, node_id: str, event: BlockEvent) -> None:
         self._indexes[node_id].apply(wire_event(event))
 
     def residents(self, node_id: str) -> dict[str, int]:

@@ -32,8 +32,13 @@ class Prompt:
         return sum(count for _, count in self.block_runs)
 
     def block_ids(self) -> Iterator[int]:
-        for first, count in self.block_runs:
-            yield from range(first, first + count)
+        return ids_of_runs(self.block_runs)
+
+
+def ids_of_runs(runs: Iterable[BlockRun]) -> Iterator[int]:
+    """Every id of `runs`, in order: the inverse of `runs_from_ids`."""
+    for first, count in runs:
+        yield from range(first, first + count)
 
 
 def runs_from_ids(ids: Iterable[int]) -> tuple[BlockRun, ...]:

@@ -36,8 +36,8 @@ STEP_MARGIN_S = 1e-6
 value outlive the fresh one (re-evaluating a little early costs nothing)."""
 
 
-def snapshot_tokens(evidence: CacheEvidence, hit_rate: float) -> float:
-    """What snapshot evidence said when it was observed (an estimate scaled by the node's hit rate)."""
+def observed_tokens(evidence: CacheEvidence, hit_rate: float) -> float:
+    """What `evidence` said when it was observed (an estimate scaled by the node's hit rate)."""
     return evidence.tokens * hit_rate if evidence.source is EvidenceSource.ESTIMATE else float(evidence.tokens)
 
 
@@ -101,7 +101,7 @@ def hbm_credit(session: AgentSession, ctx: SignalContext, decay: bool) -> tuple[
         if node is None:
             continue
         half_life = node_half_life(node, ctx.settings) if decay else None
-        observed, since = snapshot_tokens(evidence, node.prefix_hit_rate), evidence.observed_at
+        observed, since = observed_tokens(evidence, node.prefix_hit_rate), evidence.observed_at
         if evidence.source is EvidenceSource.KV_EVENTS:
             used = last_use(session.evidence, node_id)
             if used is None:

@@ -41,7 +41,7 @@ import math
 
 from ..model import AgentSession, EvidenceSource, NodeId, NodeRates, Phase
 from .base import NodeCredits, SignalContext
-from .cache_credit import best_evidence, next_drop, node_half_life, snapshot_tokens
+from .cache_credit import best_evidence, next_drop, node_half_life, observed_tokens
 
 WORTH_STEPS = 16
 RETENTION_STEPS_PER_DOUBLING = 4
@@ -98,7 +98,7 @@ class TierCredit(NodeCredits):
                     if node.cpu_capacity_tokens <= node.capacity_tokens:
                         continue  # no larger than HBM: it keeps nothing HBM lost (module docstring)
                     half_life = max(node.cpu_retention_s, node_half_life(node, ctx.settings) or 0.0)
-                    worth = node.cpu_hit_worth * snapshot_tokens(evidence, node.prefix_hit_rate)
+                    worth = node.cpu_hit_worth * observed_tokens(evidence, node.prefix_hit_rate)
                     age = max(0.0, ctx.now - evidence.observed_at)
                     units = int(worth * math.pow(2.0, -age / half_life) // unit)
                     drop = next_drop(worth, evidence.observed_at, units, unit, half_life)
