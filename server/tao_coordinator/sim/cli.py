@@ -86,7 +86,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "fixed = --plan-delay-ms alone, reproducible (default: measured, fixed with --no-timing)",
     )
     parser.add_argument(
-        "--plan-delay-ms", type=float, default=0.0, help="fixed virtual time added to every plan's delivery"
+        "--plan-delay-ms",
+        default="0",
+        help="fixed virtual time added to every plan's delivery, ms; several, comma-separated, run each policy × "
+        "concurrency at each and report the median over them (decisions are chaotic in small perturbations)",
     )
     parser.add_argument(
         "--credit-half-life",
@@ -154,14 +157,22 @@ def _policies(text: str) -> list[str]:
 
 def plan_timing(args: argparse.Namespace) -> PlanTiming:
     """Measured unless `--no-timing` asks for a reproducible run; asking for both is a usage error."""
-    if args.plan_delay_ms < 0:
-        raise UsageError("--plan-delay-ms: must be at least 0")
     if args.no_timing and args.plan_timing == "measured":
         raise UsageError("--plan-timing measured varies between runs; --no-timing needs --plan-timing fixed")
     chosen: PlanTiming | None = args.plan_timing
     if chosen is not None:
         return chosen
     return "fixed" if args.no_timing else "measured"
+
+
+def plan_delays(args: argparse.Namespace) -> list[float]:
+    """`--plan-delay-ms`: the charges to run at, in ms (`sweep.parse_delays`)."""
+    from .sweep import parse_delays
+
+    try:
+        return parse_delays(args.plan_delay_ms)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
 
 
 def core_settings(args: argparse.Namespace) -> CoreSettings:
@@ -246,6 +257,7 @@ def run(args: argparse.Namespace) -> int:
     from ..core.policies import UnknownPolicy
     from .limit import render_excess, with_limits_json
     from .report import render_table, to_json
+    from .sweep import median_runs, render_spread, with_medians_json
 
     try:
         policies = _policies(args.policy)
@@ -253,6 +265,7 @@ def run(args: argparse.Namespace) -> int:
         limit_policies = _policies(",".join(limit_names)) if limit_names else []
         concurrencies = positive_numbers(args.concurrency, "concurrency")
         timing = plan_timing(args)
+        delays = plan_delays(args)
         settings = core_settings(args)
         if args.nodes < 1:
             raise UsageError("--nodes: must be at least 1")
@@ -287,21 +300,28 @@ def run(args: argparse.Namespace) -> int:
         f"fleet: {args.nodes} × {profile.name} ({profile.reported_capacity_tokens:,} KV tokens each{_tier(profile)}"
         f"{', never evicted' if args.never_evict else ''})" + small.fleet_line()
     )
-    print(f"planning: each plan is delivered {_charged(timing, args.plan_delay_ms)} after it starts")
+    print(f"planning: each plan is delivered {_charged(timing, delays)} after it starts")
     print(f"credit half-life: {_half_life(settings)}")
     if args.kv_events:
         print("cache credit: the nodes' KV events (call-end usage only where they say nothing)")
     results = [
-        _run_one(workload, policy, concurrency, profile, timing, settings, args, small)
+        _run_one(workload, policy, concurrency, profile, timing, delay, settings, args, small)
         for policy in policies
         for concurrency in concurrencies
+        for delay in delays
     ]
     print(render_table(results))
+    sweep = len(delays) > 1
+    medians = median_runs(results) if sweep else results
+    if sweep:
+        print(render_spread(results))
     limits, limit_runs = _limits(
-        workload, limit_policies, concurrencies, real_profile, timing, settings, args, real_small
+        workload, limit_policies, concurrencies, real_profile, timing, delays, settings, args, real_small
     )
     if limits:
-        print(render_excess(results, limits))
+        if sweep:
+            print("the median runs against the limit (the best over the policies and charges rerun there):")
+        print(render_excess(medians, limits))
     if args.json:
         fleet = {
             "nodes": args.nodes,
@@ -311,20 +331,21 @@ def run(args: argparse.Namespace) -> int:
             "never_evict": args.never_evict,
             **small.fleet_json(),
         }
-        planning = {"timing": timing, "delay_ms": args.plan_delay_ms}
+        planning = {"timing": timing, **({"delays_ms": delays} if sweep else {"delay_ms": delays[0]})}
         credit = {
             "half_life_s": settings.credit_half_life_s,
             "fit": settings.credit_half_life_fit,
             "kv_events": args.kv_events,
         }
         text = to_json(results, workload.report, fleet, planning, credit)
-        args.json.write_text(with_limits_json(text, results, limits, limit_runs) if limits else text)
+        text = with_limits_json(text, results, limits, limit_runs) if limits else text
+        args.json.write_text(with_medians_json(text, medians, limits) if sweep else text)
         print(f"wrote {args.json}")
     if not args.no_plots:
         from .plots import write_plots
 
         directory = plots_directory(args)
-        written = write_plots(results, directory, limits={c: limit.values for c, limit in limits.items()})
+        written = write_plots(medians, directory, limits={c: limit.values for c, limit in limits.items()})
         print(f"plots: {', '.join(p.name for p in written)} in {directory} (--no-plots skips them)")
     return 0
 
@@ -352,12 +373,13 @@ def _limits(
     concurrencies: list[int],
     profile: NodeProfile,
     timing: PlanTiming,
+    delays: list[float],
     settings: CoreSettings,
     args: argparse.Namespace,
     small: SmallNodes,
 ) -> tuple[dict[int, Limit], list[RunResult]]:
-    """With `--limit`: `policies` rerun on the limit fleet at every concurrency, and the limit per concurrency;
-    nothing without it."""
+    """With `--limit`: `policies` rerun on the limit fleet at every concurrency and charge, and the limit per
+    concurrency (the best over policies and charges); nothing without it."""
     if not policies:
         return {}, []
     from .limit import limits_of
@@ -368,9 +390,10 @@ def _limits(
     if small.profile is not None:
         small = replace(small, profile=limit_profile(small.profile, workload))
     runs = [
-        _run_one(workload, policy, concurrency, unbounded, timing, settings, args, small)
+        _run_one(workload, policy, concurrency, unbounded, timing, delay, settings, args, small)
         for policy in policies
         for concurrency in concurrencies
+        for delay in delays
     ]
     return limits_of(runs), runs
 
@@ -399,8 +422,10 @@ def _half_life(settings: CoreSettings) -> str:
     return f"fitted per node from observed retention, {fixed} until then" if settings.credit_half_life_fit else fixed
 
 
-def _charged(timing: PlanTiming, delay_ms: float) -> str:
-    fixed = f"{delay_ms:g} ms"
+def _charged(timing: PlanTiming, delays_ms: list[float]) -> str:
+    fixed = f"{', '.join(f'{delay:g}' for delay in delays_ms)} ms"
+    if len(delays_ms) > 1:
+        fixed += " (a sweep: each run at one of them)"
     return f"its solve's wall-clock time + {fixed}" if timing == "measured" else fixed
 
 
@@ -410,6 +435,7 @@ def _run_one(
     concurrency: int,
     profile: NodeProfile,
     timing: PlanTiming,
+    delay_ms: float,
     settings: CoreSettings,
     args: argparse.Namespace,
     small: SmallNodes,
@@ -417,7 +443,8 @@ def _run_one(
     from .driver import FleetSimulation
     from .report import RunResult
 
-    progress = Progress(workload.report.requests, f"{policy} × {concurrency}")
+    label = f"{policy} × {concurrency}" + (f" (D = {delay_ms:g} ms)" if len(plan_delays(args)) > 1 else "")
+    progress = Progress(workload.report.requests, label)
     simulation = FleetSimulation(
         workload,
         policy,
@@ -426,7 +453,7 @@ def _run_one(
         args.nodes,
         settings=settings,
         plan_timing=timing,
-        plan_delay_s=args.plan_delay_ms / 1e3,
+        plan_delay_s=delay_ms / 1e3,
         progress=progress.advance,
         seed=args.seed,
         kv_evidence=args.kv_events,
@@ -437,8 +464,8 @@ def _run_one(
     wall = time.perf_counter() - started
     progress.close()
     print(
-        f"{policy} × {concurrency}: {metrics.makespan_s:,.0f} s simulated in {wall:.1f} s "
+        f"{label}: {metrics.makespan_s:,.0f} s simulated in {wall:.1f} s "
         f"({metrics.makespan_s / wall:,.0f}× real time, {simulation.events / wall:,.0f} events/s)",
         file=sys.stderr,
     )
-    return RunResult(policy, concurrency, args.seed, metrics)
+    return RunResult(policy, concurrency, args.seed, metrics, delay_ms)

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from .report import aligned_line, dump_json
+
 if TYPE_CHECKING:
     from .report import RunResult
 
@@ -148,16 +150,12 @@ def render_excess(results: list[RunResult], limits: Mapping[int, Limit]) -> str:
             ]
         )
     widths = [max(len(h), *(len(row[k]) for row in rows)) if rows else len(h) for k, h in enumerate(headers)]
-    lines += [_line(cells, widths) for cells in (headers, *rows)]
+    lines += [aligned_line(cells, widths) for cells in (headers, *rows)]
     lines.append(
         "excess: how much worse than the limit, relative (latency, TTFT: (run − limit) / limit; throughput: "
         "(limit − run) / limit); the limit bounds means and throughput, not medians or p99s"
     )
     return "\n".join(lines)
-
-
-def _line(cells: list[str], widths: list[int]) -> str:
-    return "  ".join(c.rjust(w) if k else c.ljust(w) for k, (c, w) in enumerate(zip(cells, widths, strict=True)))
 
 
 def _fmt(fmt: str, value: float) -> str:
@@ -199,8 +197,6 @@ def with_limits_json(
     text: str, results: list[RunResult], limits: Mapping[int, Limit], limit_runs: list[RunResult]
 ) -> str:
     """`report.to_json(results, …)`'s text with the limit added (`annotate`), rounded as that text is."""
-    from .report import _clean
-
     document = json.loads(text)
     annotate(document, results, limits, limit_runs)
-    return json.dumps(_clean(document), indent=2, sort_keys=False) + "\n"
+    return dump_json(document)

@@ -1,8 +1,9 @@
 """`tao sim` output: one table for every policy × concurrency, and the same figures as JSON.
 
-JSON layout: `{"runs": [{"policy", "concurrency", "seed", "metrics": {...}}], "workload": {...}, "fleet": {...},
-"planning": {"timing", "delay_ms"}, "credit": {"half_life_s", "fit"}}` — `planning` says what each plan was charged
-in virtual time, `credit` how cache credit decayed (the configured half-life, and whether it was fitted per node).
+JSON layout: `{"runs": [{"policy", "concurrency", "seed", "plan_delay_ms", "metrics": {...}}], "workload": {...},
+"fleet": {...}, "planning": {"timing", "delay_ms"}, "credit": {"half_life_s", "fit"}}` — `planning` says what each
+plan was charged in virtual time, `credit` how cache credit decayed (the configured half-life, and whether it was
+fitted per node). A sweep over charges (`sweep.py`) lists `delays_ms` in `planning` instead, and adds `medians`.
 A run's metrics hold the two-model figures (`metrics.TWO_MODEL_FIELDS`) only when it had small-model nodes, and the
 chat figures (`metrics.CHAT_FIELDS`) only when its workload had chats.
 Floats are rounded to 6 significant digits so the file is stable and readable; NaN (no sample) becomes null.
@@ -25,15 +26,19 @@ class RunResult:
     concurrency: int
     seed: int
     metrics: RunMetrics
+    plan_delay_ms: float | None = None
+    """What every plan of the run was charged on top (`--plan-delay-ms`); None: not recorded, or a median over
+    several (`sweep.py`)."""
 
 
-def _clean(value: Any) -> Any:
+def rounded(value: Any) -> Any:
+    """`value` with floats to 6 significant digits and NaN as None, through dicts and lists."""
     if isinstance(value, float):
         return None if math.isnan(value) else float(f"{value:.6g}")
     if isinstance(value, dict):
-        return {key: _clean(item) for key, item in value.items()}
+        return {key: rounded(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
-        return [_clean(item) for item in value]
+        return [rounded(item) for item in value]
     return value
 
 
@@ -45,10 +50,7 @@ def to_json(
     credit: dict[str, Any] | None = None,
 ) -> str:
     document = {
-        "runs": [
-            {"policy": r.policy, "concurrency": r.concurrency, "seed": r.seed, "metrics": _metrics(r.metrics)}
-            for r in results
-        ],
+        "runs": [run_json(r) for r in results],
         "workload": {
             "source": workload.source,
             "traces_read": workload.traces_read,
@@ -64,7 +66,24 @@ def to_json(
         "planning": planning,
         **({"credit": credit} if credit is not None else {}),
     }
-    return json.dumps(_clean(document), indent=2, sort_keys=False) + "\n"
+    return dump_json(document)
+
+
+def dump_json(document: dict[str, Any]) -> str:
+    """The JSON text of a `tao sim` document, rounded (`rounded`)."""
+    return json.dumps(rounded(document), indent=2, sort_keys=False) + "\n"
+
+
+def run_json(result: RunResult) -> dict[str, Any]:
+    """One run of the JSON's `runs`; `plan_delay_ms` only when recorded."""
+    delay = {} if result.plan_delay_ms is None else {"plan_delay_ms": result.plan_delay_ms}
+    return {
+        "policy": result.policy,
+        "concurrency": result.concurrency,
+        "seed": result.seed,
+        **delay,
+        "metrics": _metrics(result.metrics),
+    }
 
 
 def _metrics(metrics: RunMetrics) -> dict[str, Any]:
@@ -100,14 +119,23 @@ COLUMNS = (
 
 
 def render_table(results: list[RunResult]) -> str:
+    """Every run a row; with runs at several plan charges (a sweep) a column names each run's."""
+    columns = list(COLUMNS)
+    if len({result.plan_delay_ms for result in results}) > 1:
+        columns.insert(2, ("D ms", "plan_delay_ms", "{:g}"))
     rows = []
     for result in results:
-        fields = {"policy": result.policy, "concurrency": result.concurrency, **asdict(result.metrics)}
-        rows.append([_format(fmt, fields[key]) for _, key, fmt in COLUMNS])
-    headers = [title for title, _, _ in COLUMNS]
+        fields = {
+            "policy": result.policy,
+            "concurrency": result.concurrency,
+            "plan_delay_ms": result.plan_delay_ms,
+            **asdict(result.metrics),
+        }
+        rows.append([_format(fmt, fields[key]) for _, key, fmt in columns])
+    headers = [title for title, _, _ in columns]
     widths = [max(len(h), *(len(r[k]) for r in rows)) for k, h in enumerate(headers)]
-    lines = [_line(headers, widths), "-" * (sum(widths) + 2 * (len(widths) - 1))]
-    lines += [_line(row, widths) for row in rows]
+    lines = [aligned_line(headers, widths), "-" * (sum(widths) + 2 * (len(widths) - 1))]
+    lines += [aligned_line(row, widths) for row in rows]
     lines.append("latencies, makespan, TTFT and tool→1st (tool end to first token) in s, as the agent sees them")
     lines.append(
         "hit: prefix-cache hit rate; preempt: requests the engine preempted; interrupts: places plans took away; "
@@ -168,7 +196,7 @@ def _half_lives(result: RunResult) -> str:
     return f"{result.policy} × {result.concurrency}: credit half-life at the end, s: {', '.join(cells)}"
 
 
-def _line(cells: list[str], widths: list[int]) -> str:
+def aligned_line(cells: list[str], widths: list[int]) -> str:
     return "  ".join(c.rjust(w) if k else c.ljust(w) for k, (c, w) in enumerate(zip(cells, widths, strict=True)))
 
 
