@@ -117,7 +117,13 @@ def annotate(
     document["limits"] = {
         "bounds": [limit.as_json() for limit in limits.values()],
         "runs": [
-            {"policy": r.policy, "concurrency": r.concurrency, "seed": r.seed, "metrics": asdict(r.metrics)}
+            {
+                "policy": r.policy,
+                "concurrency": r.concurrency,
+                "seed": r.seed,
+                **({} if r.plan_delay_ms is None else {"plan_delay_ms": r.plan_delay_ms}),
+                "metrics": asdict(r.metrics),
+            }
             for r in limit_runs
         ],
     }
