@@ -14,12 +14,12 @@ from tao_coordinator.fakevllm.metrics import cache_config_labels
 from tao_coordinator.sim.driver import FleetSimulation
 from tao_coordinator.sim.limit import Limit, beats_limit_on, excess, limit_of, limits_of
 from tao_coordinator.sim.limit_fleet import limit_profile, never_evict_profile, workload_block_bound
-from tao_coordinator.sim.metrics import RunMetrics
 from tao_coordinator.sim.node import NodeProfile, profile_by_name
 from tao_coordinator.sim.node.profile import with_cpu_tier
 from tao_coordinator.sim.report import RunResult
 from tao_coordinator.sim.workloads import generate
 from tao_sdk.cli import main as tao
+from tests.sim.conftest import run_metrics
 
 TP1 = profile_by_name("h100-tp1")
 SMALL = [
@@ -127,44 +127,21 @@ def test_the_limit_profile_keeps_compute_and_the_context_cap_and_drops_the_tier(
     assert unbounded.num_gpu_blocks == bound + 1
 
 
-def _metrics(latency, ttft, throughput):
-    return RunMetrics(
-        latency_mean_s=latency,
-        latency_p50_s=latency,
-        latency_p99_s=latency,
-        ttft_mean_s=ttft,
-        ttft_p50_s=ttft,
-        ttft_p99_s=ttft,
-        decode_throughput_tok_s=throughput,
-        tool_end_to_first_token_mean_s=ttft,
-        prefix_hit_rate=0.5,
-        preemptions=0,
-        makespan_s=1000.0,
-        plan_mean_ms=None,
-        plan_p95_ms=None,
-        planner_overhead_share=None,
-        engine_ttft_mean_s=ttft,
-        requests=10,
-        rejected_requests=0,
-        plans=0,
-    )
-
-
 def test_the_limit_is_the_best_per_metric_and_excess_is_positive_when_worse():
-    limit = limit_of(64, [("a", _metrics(400.0, 0.2, 1000.0)), ("b", _metrics(500.0, 0.1, 1200.0))])
+    limit = limit_of(64, [("a", run_metrics(400.0, 0.2, 1000.0)), ("b", run_metrics(500.0, 0.1, 1200.0))])
     assert limit.values == {"latency_mean_s": 400.0, "ttft_mean_s": 0.1, "decode_throughput_tok_s": 1200.0}
     assert limit.set_by == {"latency_mean_s": "a", "ttft_mean_s": "b", "decode_throughput_tok_s": "b"}
-    shown = excess(_metrics(500.0, 0.15, 900.0), limit)
+    shown = excess(run_metrics(500.0, 0.15, 900.0), limit)
     assert shown == pytest.approx({"latency_mean_s": 0.25, "ttft_mean_s": 0.5, "decode_throughput_tok_s": 0.25})
-    assert beats_limit_on(_metrics(500.0, 0.15, 900.0), limit) == []
+    assert beats_limit_on(run_metrics(500.0, 0.15, 900.0), limit) == []
     # a run better than the limit on a metric means the limit failed to bound it there
-    assert beats_limit_on(_metrics(390.0, 0.1, 1300.0), limit) == ["latency_mean_s", "decode_throughput_tok_s"]
+    assert beats_limit_on(run_metrics(390.0, 0.1, 1300.0), limit) == ["latency_mean_s", "decode_throughput_tok_s"]
     # dicts (run files) work as RunMetrics do; one limit per concurrency
     assert excess({"latency_mean_s": 400.0, "ttft_mean_s": None, "decode_throughput_tok_s": 1200.0}, limit) == {
         "latency_mean_s": 0.0,
         "decode_throughput_tok_s": 0.0,
     }
-    runs = [RunResult("a", c, 0, _metrics(100.0 * c, 0.1, 10.0)) for c in (1, 2)]
+    runs = [RunResult("a", c, 0, run_metrics(100.0 * c, 0.1, 10.0)) for c in (1, 2)]
     assert list(limits_of(runs)) == [1, 2] and isinstance(limits_of(runs)[2], Limit)
 
 

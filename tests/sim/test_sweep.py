@@ -11,6 +11,7 @@ from tao_coordinator.sim.metrics import RunMetrics
 from tao_coordinator.sim.report import RunResult
 from tao_coordinator.sim.sweep import median_runs, parse_delays
 from tao_sdk.cli import main as tao
+from tests.sim.conftest import run_metrics
 
 SMALL = [
     "sim", "--trace", "synthetic:swe-agent", "--sessions", "8", "--nodes", "1", "--node-profile", "h100-tp1",
@@ -20,27 +21,7 @@ SMALL = [
 
 
 def _metrics(latency: float, preemptions: int, half_lives: dict[str, float | None] | None = None) -> RunMetrics:
-    return RunMetrics(
-        latency_mean_s=latency,
-        latency_p50_s=latency,
-        latency_p99_s=latency,
-        ttft_mean_s=latency / 100,
-        ttft_p50_s=0.1,
-        ttft_p99_s=0.2,
-        decode_throughput_tok_s=1000.0 / latency,
-        tool_end_to_first_token_mean_s=0.1,
-        prefix_hit_rate=0.5,
-        preemptions=preemptions,
-        makespan_s=1000.0,
-        plan_mean_ms=None,
-        plan_p95_ms=None,
-        planner_overhead_share=None,
-        engine_ttft_mean_s=0.1,
-        requests=10,
-        rejected_requests=0,
-        plans=3,
-        credit_half_life_s=half_lives,
-    )
+    return run_metrics(latency, latency / 100, 1000.0 / latency, preemptions=preemptions, credit_half_life_s=half_lives)
 
 
 def test_each_figure_of_the_median_run_is_its_own_median_and_whole_numbers_stay_whole():
