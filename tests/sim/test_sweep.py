@@ -102,3 +102,13 @@ def test_one_charge_is_no_sweep(tmp_path):
     document = json.loads(out.read_text())
     assert document["planning"] == {"timing": "fixed", "delay_ms": 5.0} and "medians" not in document
     assert [r["plan_delay_ms"] for r in document["runs"]] == [5.0, 5.0]
+
+
+def test_worker_processes_give_the_same_runs_in_the_same_order(tmp_path, capsys):
+    argv = [*SMALL, "--plan-delay-ms", "0,1000,2000", "--limit"]
+    assert tao([*argv, "--json", str(tmp_path / "one.json")]) == 0
+    assert tao([*argv, "--jobs", "3", "--json", str(tmp_path / "three.json")]) == 0
+    assert (tmp_path / "one.json").read_bytes() == (tmp_path / "three.json").read_bytes()
+    assert "6 replays in 3 worker processes" in capsys.readouterr().err
+    assert tao([*SMALL, "--jobs", "0"]) == 2
+    assert "tao sim: --jobs: must be at least 1, got 0" in capsys.readouterr().err

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core.settings import CoreSettings
-from ..progress import Progress
 from .limit import LimitOptionError, add_limit_arguments, limit_policy_names
 from .node import BUILTIN_PROFILES, NodeProfile, UnknownProfile, profile_by_name
 from .node.profile import with_cpu_tier
 from .plan_timing import PLAN_TIMINGS, PlanTiming
+from .runs import Replay, ReplaySetup, run_replays
 from .small_nodes import SmallNodes, small_model_calls, small_nodes
 from .workloads import (
     DEFAULT_CHAT_SHARE,
@@ -115,6 +115,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="replay on nodes that tell schedulers their real KV capacity but never evict a cached block: against "
         "the same run without it, what vLLM's eviction costs each policy (not with --cpu-kv-gib)",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="replays run in this many worker processes at once (same figures)"
     )
     parser.add_argument("--json", type=Path, help="write the figures as JSON to this file")
     parser.add_argument(
@@ -269,6 +272,8 @@ def run(args: argparse.Namespace) -> int:
         settings = core_settings(args)
         if args.nodes < 1:
             raise UsageError("--nodes: must be at least 1")
+        if args.jobs < 1:
+            raise UsageError(f"--jobs: must be at least 1, got {args.jobs}")
         profile = profile_by_name(args.node_profile)
         if not 0 <= args.cpu_kv_gib < math.inf:
             raise UsageError("--cpu-kv-gib: must be a finite number of GiB, at least 0")
@@ -304,20 +309,18 @@ def run(args: argparse.Namespace) -> int:
     print(f"credit half-life: {_half_life(settings)}")
     if args.kv_events:
         print("cache credit: the nodes' KV events (call-end usage only where they say nothing)")
-    results = [
-        _run_one(workload, policy, concurrency, profile, timing, delay, settings, args, small)
-        for policy in policies
-        for concurrency in concurrencies
-        for delay in delays
-    ]
-    print(render_table(results))
     sweep = len(delays) > 1
+    setup = ReplaySetup(
+        profile, small, args.nodes, settings, timing, args.seed, args.kv_events, not args.no_timing, sweep
+    )
+    replays = [Replay(p, c, d) for p in policies for c in concurrencies for d in delays]
+    results = run_replays(workload, setup, replays, args.jobs)
+    print(render_table(results))
     medians = median_runs(results) if sweep else results
     if sweep:
         print(render_spread(results))
-    limits, limit_runs = _limits(
-        workload, limit_policies, concurrencies, real_profile, timing, delays, settings, args, real_small
-    )
+    limit_replays = [Replay(p, c, d) for p in limit_policies for c in concurrencies for d in delays]
+    limits, limit_runs = _limits(workload, limit_replays, replace(setup, profile=real_profile, small=real_small), args)
     if limits:
         if sweep:
             print("the median runs against the limit (the best over the policies and charges rerun there):")
@@ -368,33 +371,21 @@ def _small_nodes(args: argparse.Namespace) -> SmallNodes:
 
 
 def _limits(
-    workload: Workload,
-    policies: list[str],
-    concurrencies: list[int],
-    profile: NodeProfile,
-    timing: PlanTiming,
-    delays: list[float],
-    settings: CoreSettings,
-    args: argparse.Namespace,
-    small: SmallNodes,
+    workload: Workload, replays: list[Replay], real: ReplaySetup, args: argparse.Namespace
 ) -> tuple[dict[int, Limit], list[RunResult]]:
-    """With `--limit`: `policies` rerun on the limit fleet at every concurrency and charge, and the limit per
-    concurrency (the best over policies and charges); nothing without it."""
-    if not policies:
+    """With `--limit`: `replays` on the limit fleet of `real`'s, and the limit per concurrency (the best over the
+    policies and charges rerun there); nothing without it."""
+    if not replays:
         return {}, []
     from .limit import limits_of
     from .limit_fleet import limit_profile
 
-    unbounded = limit_profile(profile, workload)
+    unbounded = limit_profile(real.profile, workload)
     print(f"limit fleet: {args.nodes} × {unbounded.name} ({unbounded.capacity_tokens:,} KV tokens each, no CPU tier)")
+    small = real.small
     if small.profile is not None:
         small = replace(small, profile=limit_profile(small.profile, workload))
-    runs = [
-        _run_one(workload, policy, concurrency, unbounded, timing, delay, settings, args, small)
-        for policy in policies
-        for concurrency in concurrencies
-        for delay in delays
-    ]
+    runs = run_replays(workload, replace(real, profile=unbounded, small=small), replays, args.jobs)
     return limits_of(runs), runs
 
 
@@ -427,45 +418,3 @@ def _charged(timing: PlanTiming, delays_ms: list[float]) -> str:
     if len(delays_ms) > 1:
         fixed += " (a sweep: each run at one of them)"
     return f"its solve's wall-clock time + {fixed}" if timing == "measured" else fixed
-
-
-def _run_one(
-    workload: Workload,
-    policy: str,
-    concurrency: int,
-    profile: NodeProfile,
-    timing: PlanTiming,
-    delay_ms: float,
-    settings: CoreSettings,
-    args: argparse.Namespace,
-    small: SmallNodes,
-) -> RunResult:
-    from .driver import FleetSimulation
-    from .report import RunResult
-
-    label = f"{policy} × {concurrency}" + (f" (D = {delay_ms:g} ms)" if len(plan_delays(args)) > 1 else "")
-    progress = Progress(workload.report.requests, label)
-    simulation = FleetSimulation(
-        workload,
-        policy,
-        concurrency,
-        profile,
-        args.nodes,
-        settings=settings,
-        plan_timing=timing,
-        plan_delay_s=delay_ms / 1e3,
-        progress=progress.advance,
-        seed=args.seed,
-        kv_evidence=args.kv_events,
-        **small.simulation_kwargs(),
-    )
-    started = time.perf_counter()
-    metrics = simulation.run(timing=not args.no_timing)
-    wall = time.perf_counter() - started
-    progress.close()
-    print(
-        f"{label}: {metrics.makespan_s:,.0f} s simulated in {wall:.1f} s "
-        f"({metrics.makespan_s / wall:,.0f}× real time, {simulation.events / wall:,.0f} events/s)",
-        file=sys.stderr,
-    )
-    return RunResult(policy, concurrency, args.seed, metrics, delay_ms)
