@@ -74,6 +74,7 @@ def test_a_sweep_runs_every_charge_and_reports_the_median_run_and_its_excess(tmp
     printed = capsys.readouterr().out
     assert "each plan is delivered 0, 1000, 2000 ms (a sweep: each run at one of them) after it starts" in printed
     assert "median over plan charges D = 0, 1000, 2000 ms" in printed and "D ms" in printed
+    assert "tao × 4 (D = 1000 ms): credit half-life at the end, s: node-00" in printed
     document = json.loads(out.read_text())
     assert document["planning"] == {"timing": "fixed", "delays_ms": [0.0, 1000.0, 2000.0]}
     runs = document["runs"]

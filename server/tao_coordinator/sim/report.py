@@ -121,7 +121,8 @@ COLUMNS = (
 def render_table(results: list[RunResult]) -> str:
     """Every run a row; with runs at several plan charges (a sweep) a column names each run's."""
     columns = list(COLUMNS)
-    if len({result.plan_delay_ms for result in results}) > 1:
+    sweep = len({result.plan_delay_ms for result in results}) > 1
+    if sweep:
         columns.insert(2, ("D ms", "plan_delay_ms", "{:g}"))
     rows = []
     for result in results:
@@ -147,14 +148,22 @@ def render_table(results: list[RunResult]) -> str:
         "--no-timing); overhead: planning time as a share of the makespan"
     )
     lines.append("plans: started; cut: applied only up to a step no longer valid; dropped: no step valid")
-    lines += [line for result in results if (line := _half_lives(result))]
-    lines += [line for result in results if (line := _side_calls(result))]
-    lines += [line for result in results if (line := _chats(result))]
+    for describe in (_half_lives, _side_calls, _chats):
+        for result in results:
+            if line := describe(result):
+                lines.append(f"{_label(result, sweep)}: {line}")
     return "\n".join(lines)
 
 
+def _label(result: RunResult, sweep: bool) -> str:
+    """The run's name in the lines under the table: policy × concurrency, and its charge in a sweep."""
+    charge = f" (D = {result.plan_delay_ms:g} ms)" if sweep and result.plan_delay_ms is not None else ""
+    return f"{result.policy} × {result.concurrency}{charge}"
+
+
 def _chats(result: RunResult) -> str:
-    """One line per run with chats: how many were answered, their TTFT and latency (not in the task latency)."""
+    """Under the table, for a run with chats: how many were answered, their TTFT and latency (not in the task
+    latency)."""
     metrics = result.metrics
     if metrics.chats is None:
         return ""
@@ -162,28 +171,25 @@ def _chats(result: RunResult) -> str:
         f"TTFT mean {_format('{:.2f}', metrics.chat_ttft_mean_s)} s, p99 {_format('{:.2f}', metrics.chat_ttft_p99_s)} s"
     )
     return (
-        f"{result.policy} × {result.concurrency}: {metrics.chats} chats answered ({ttft}; latency mean "
+        f"{metrics.chats} chats answered ({ttft}; latency mean "
         f"{_format('{:.2f}', metrics.chat_latency_mean_s)} s, not in the task latency)"
     )
 
 
 def _side_calls(result: RunResult) -> str:
-    """One line per two-model run: its side calls, their TTFT, and the calls small-model nodes answered."""
+    """Under the table, for a two-model run: its side calls, their TTFT, and the calls small-model nodes answered."""
     metrics = result.metrics
     if metrics.side_calls is None:
         return ""
     ttft = (
         f"TTFT mean {_format('{:.2f}', metrics.side_ttft_mean_s)} s, p99 {_format('{:.2f}', metrics.side_ttft_p99_s)} s"
     )
-    return (
-        f"{result.policy} × {result.concurrency}: {metrics.side_calls} side calls ({ttft}); "
-        f"{metrics.small_model_calls} calls on small-model nodes"
-    )
+    return f"{metrics.side_calls} side calls ({ttft}); {metrics.small_model_calls} calls on small-model nodes"
 
 
 def _half_lives(result: RunResult) -> str:
-    """One line per run: each node's credit half-life at the end, the fit's estimate where that is not the one used,
-    and how many retention observations the node had."""
+    """Under the table, for every run: each node's credit half-life at the end, the fit's estimate where that is not
+    the one used, and how many retention observations the node had."""
     metrics = result.metrics
     if not metrics.credit_half_life_s:
         return ""
@@ -193,7 +199,7 @@ def _half_lives(result: RunResult) -> str:
         fit = fitted.get(name)
         unused = f", fit {fit:.1f}" if fit is not None and fit != used else ""
         cells.append(f"{name} {_format('{:.1f}', used)} (n={observed.get(name, 0)}{unused})")
-    return f"{result.policy} × {result.concurrency}: credit half-life at the end, s: {', '.join(cells)}"
+    return f"credit half-life at the end, s: {', '.join(cells)}"
 
 
 def aligned_line(cells: list[str], widths: list[int]) -> str:

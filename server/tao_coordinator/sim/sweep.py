@@ -47,10 +47,15 @@ def parse_delays(text: str) -> list[float]:
 
 def median_runs(results: Iterable[RunResult]) -> list[RunResult]:
     """Per (policy, concurrency, seed) of `results`, the median run over its charges (module docstring)."""
-    groups: dict[tuple[str, int, int], list[RunResult]] = {}
+    return [_median(runs) for runs in _by_cell(results).values()]
+
+
+def _by_cell(results: Iterable[RunResult]) -> dict[tuple[str, int, int], list[RunResult]]:
+    """The runs of each (policy, concurrency, seed), in the order the runs came."""
+    cells: dict[tuple[str, int, int], list[RunResult]] = {}
     for result in results:
-        groups.setdefault((result.policy, result.concurrency, result.seed), []).append(result)
-    return [_median(runs) for runs in groups.values()]
+        cells.setdefault((result.policy, result.concurrency, result.seed), []).append(result)
+    return cells
 
 
 def _median(runs: list[RunResult]) -> RunResult:
@@ -97,11 +102,8 @@ def render_spread(results: list[RunResult]) -> str:
     """Per policy × concurrency of a sweep: the median of the headline figures and their range over the charges."""
     delays = ", ".join(f"{delay:g}" for delay in delays_of(results))
     lines = [f"median over plan charges D = {delays} ms (each figure its own median; min–max over D in brackets):"]
-    groups: dict[tuple[str, int, int], list[RunResult]] = {}
-    for result in results:
-        groups.setdefault((result.policy, result.concurrency, result.seed), []).append(result)
     rows = [["policy", "conc", "latency mean, s", "TTFT mean, s", "tok/s", "interrupts"]]
-    for (policy, concurrency, _), runs in groups.items():
+    for (policy, concurrency, _), runs in _by_cell(results).items():
         rows.append(
             [
                 policy,
