@@ -20,10 +20,10 @@ import argparse
 import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from .report import aligned_line, dump_json
+from .report import aligned_line, dump_json, run_json
 
 if TYPE_CHECKING:
     from .report import RunResult
@@ -116,16 +116,7 @@ def annotate(
             run["beats_limit_on"] = beats_limit_on(result.metrics, limit)
     document["limits"] = {
         "bounds": [limit.as_json() for limit in limits.values()],
-        "runs": [
-            {
-                "policy": r.policy,
-                "concurrency": r.concurrency,
-                "seed": r.seed,
-                **({} if r.plan_delay_ms is None else {"plan_delay_ms": r.plan_delay_ms}),
-                "metrics": asdict(r.metrics),
-            }
-            for r in limit_runs
-        ],
+        "runs": [run_json(r) for r in limit_runs],
     }
 
 

@@ -151,14 +151,16 @@ def render_table(results: list[RunResult]) -> str:
     for describe in (_half_lives, _side_calls, _chats):
         for result in results:
             if line := describe(result):
-                lines.append(f"{_label(result, sweep)}: {line}")
+                lines.append(
+                    f"{run_label(result.policy, result.concurrency, result.plan_delay_ms if sweep else None)}: {line}"
+                )
     return "\n".join(lines)
 
 
-def _label(result: RunResult, sweep: bool) -> str:
-    """The run's name in the lines under the table: policy × concurrency, and its charge in a sweep."""
-    charge = f" (D = {result.plan_delay_ms:g} ms)" if sweep and result.plan_delay_ms is not None else ""
-    return f"{result.policy} × {result.concurrency}{charge}"
+def run_label(policy: str, concurrency: int, delay_ms: float | None) -> str:
+    """A run's name in what `tao sim` prints: policy × concurrency, and its charge when one is given (in a sweep)."""
+    charge = "" if delay_ms is None else f" (D = {delay_ms:g} ms)"
+    return f"{policy} × {concurrency}{charge}"
 
 
 def _chats(result: RunResult) -> str:

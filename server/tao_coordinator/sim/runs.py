@@ -19,7 +19,7 @@ from ..core.settings import CoreSettings
 from ..progress import Progress
 from .node import NodeProfile
 from .plan_timing import PlanTiming
-from .report import RunResult
+from .report import RunResult, run_label
 from .small_nodes import SmallNodes
 from .workloads import Workload
 
@@ -56,24 +56,22 @@ def run_replays(workload: Workload, setup: ReplaySetup, replays: list[Replay], j
     workers = min(jobs, len(replays))
     print(f"{len(replays)} replays in {workers} worker processes", file=sys.stderr)
     progress = Progress(len(replays), "replays")
-    results: list[RunResult | None] = [None] * len(replays)
     # spawned, not forked: the parent may run a progress bar's thread, whose locks a fork would copy held
     spawn = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(workers, spawn, initializer=_keep_workload, initargs=(workload,)) as pool:
-        futures = {pool.submit(_replay_in_worker, setup, replay): k for k, replay in enumerate(replays)}
+        futures = [pool.submit(_replay_in_worker, setup, replay) for replay in replays]
         for future in as_completed(futures):
-            k = futures[future]
-            results[k] = future.result()
-            progress.log(f"{_label(setup, replays[k])}: done")
+            result = future.result()
+            progress.log(f"{_label(setup, result.policy, result.concurrency, result.plan_delay_ms)}: done")
             progress.advance()
     progress.close()
-    return [result for result in results if result is not None]
+    return [future.result() for future in futures]
 
 
 def run_replay(workload: Workload, setup: ReplaySetup, replay: Replay, show_progress: bool = True) -> RunResult:
     from .driver import FleetSimulation
 
-    label = _label(setup, replay)
+    label = _label(setup, replay.policy, replay.concurrency, replay.delay_ms)
     progress = Progress(workload.report.requests, label) if show_progress else None
     simulation = FleetSimulation(
         workload,
@@ -102,9 +100,8 @@ def run_replay(workload: Workload, setup: ReplaySetup, replay: Replay, show_prog
     return RunResult(replay.policy, replay.concurrency, setup.seed, metrics, replay.delay_ms)
 
 
-def _label(setup: ReplaySetup, replay: Replay) -> str:
-    charge = f" (D = {replay.delay_ms:g} ms)" if setup.sweep else ""
-    return f"{replay.policy} × {replay.concurrency}{charge}"
+def _label(setup: ReplaySetup, policy: str, concurrency: int, delay_ms: float | None) -> str:
+    return run_label(policy, concurrency, delay_ms if setup.sweep else None)
 
 
 _workload: Workload | None = None
