@@ -42,9 +42,12 @@ HOOKS: dict[str, tuple[str | None, int]] = {
     "PostToolUse": (TOOL_MATCHER, 5),
     "PostToolUseFailure": (TOOL_MATCHER, 5),
     "Stop": (None, 5),
-    "SessionEnd": (None, 3),
+    "SessionEnd": (None, 10),
 }
-"""Event → (tool matcher, hook timeout in seconds). SessionEnd's 3 s also raises Claude Code's 1.5 s default."""
+"""Event → (tool matcher, hook timeout in seconds). A timeout is only where Claude Code kills the hook: the hook
+returns within its relay timeout (1.5 s) plus Python's start-up, and Claude Code waits no longer than it runs.
+SessionEnd's 10 s replaces Claude Code's 1.5 s default, which a start-up slowed by a loaded machine can exceed: a
+killed SessionEnd hook leaves the session holding its place until its lease runs out."""
 BACKGROUND_HOOKS = frozenset({"PostToolUse", "PostToolUseFailure"})
 """Run with `"async": true` (Claude Code 2.1 runs them without waiting): the next model call does not wait for the
 tool's end to be reported; `tao proxy` ends the tool at that call when the hook has not yet (`inferred_tools.py`).

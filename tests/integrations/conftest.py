@@ -136,8 +136,18 @@ class Recorder:
     def wait_closed(self, session_id: str, timeout: float = 10.0) -> None:
         deadline = time.monotonic() + timeout
         while not self.events(Close, session_id):
-            assert time.monotonic() < deadline, f"session {session_id} was never closed"
+            assert time.monotonic() < deadline, f"session {session_id} was never closed; {self.story(session_id)}"
             time.sleep(0.05)
+
+    def story(self, session_id: str) -> str:
+        """What the core was fed for the session, and what it refused: the evidence when a wait fails."""
+
+        def mine(event: Any) -> bool:
+            return getattr(event, "session_id", None) == session_id
+
+        fed = [type(e).__name__ for e, _ in list(self.items) if mine(e)]
+        refused = [f"{type(e).__name__}: {error}" for e, error in list(self.refused) if mine(e)]
+        return f"fed {fed}, refused {refused}"
 
     def tools(self, session_id: str) -> list[tuple[ToolStart, ToolEnd]]:
         """Each reported tool call: its start, and its end (every start must have one)."""

@@ -88,3 +88,28 @@ def test_with_the_coordinator_down_claude_still_completes(claude, dead_coordinat
     assert result["result"] == "All done." and result["num_turns"] == 2
     assert sum(served(fleet)) - sum(before) >= 2
     assert time.monotonic() - started < 60
+
+
+def test_a_session_end_hook_slowed_by_a_loaded_machine_still_closes_the_session(
+    claude, coordinator, start_proxy, project
+):
+    """Claude Code kills a SessionEnd hook at its timeout, and a killed hook loses the close (seen in CI, where one
+    hook outlived the 3 s timeout TAO used to install). The installed timeout leaves room for a slow start-up, here
+    4 s before the hook begins; Claude Code still waits no longer than the hook runs."""
+    proxy = start_proxy(coordinator.url, coordinator.token)
+    assert cli.main(["install", "claude-code", "--project", str(project), "--proxy", proxy, "--model", MODEL]) == 0
+    settings_file = project / ".claude" / "settings.local.json"
+    settings = json.loads(settings_file.read_text())
+    [[session_end]] = [entry["hooks"] for entry in settings["hooks"]["SessionEnd"]]
+    session_end["command"] = "sleep 4; " + session_end["command"]
+    settings_file.write_text(json.dumps(settings))
+    env = claude_env(project, project.parent / "home")
+    prompt = f"claude-code hello ({uuid.uuid4().hex[:8]})"
+    command = [claude, "-p", prompt, "--allowedTools", "Bash", "--output-format", "json"]
+    started = time.monotonic()
+    completed = subprocess.run(command, cwd=project, env=env, capture_output=True, timeout=150, check=False)
+    took = time.monotonic() - started
+    assert completed.returncode == 0, completed.stderr.decode()[-2000:]
+    session_id = json.loads(completed.stdout)["session_id"]
+    coordinator.recorder.wait_closed(session_id, timeout=1.0)  # closed before Claude Code exited
+    assert took < 4.0 + session_end["timeout"]
