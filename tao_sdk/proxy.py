@@ -31,9 +31,9 @@ A call that waited for a place carries the queue's figures back to the harness a
 (`x-tao-queue-position`, `x-tao-estimated-wait`); with `max_queue_wait_s` set, a call whose estimated wait exceeds it
 is answered 429 with `Retry-After` instead, and keeps its session's place (`queue_headers.py`).
 
-Invariants: one `AsyncRouter` per session id; every acquired call gets exactly one `llm_end`; an inferred tool's end
-is queued before the acquire of the call that carries its result, and its start after the `llm_end` of the
-response that asked for it.
+Invariants: one `AsyncRouter` per session id, used only once its registration is over; every acquired call gets exactly
+one `llm_end`; an inferred tool's end is queued before the acquire of the call that carries its result, and its start
+after the `llm_end` of the response that asked for it.
 """
 
 from __future__ import annotations
@@ -104,6 +104,9 @@ class ProxyConfig:
 class _Session:
     router: AsyncRouter
     last_used: float
+    registration: asyncio.Future[None]
+    """The session's one registration: whoever uses the router awaits it first, so that nothing (a close above
+    all, which a router not yet registered would drop) reaches a router whose registration is under way."""
 
 
 class RoutingProxy:
@@ -143,8 +146,15 @@ class RoutingProxy:
                 fallback_nodes=self.fallback_nodes,
                 **self.config.options,
             )
-            session = self.sessions[session_id] = _Session(AsyncRouter(config), time.monotonic())
-            await session.router.register()
+            router = AsyncRouter(config)
+            registration = asyncio.ensure_future(router.register())
+            session = self.sessions[session_id] = _Session(router, time.monotonic(), registration)
+        try:
+            await asyncio.shield(session.registration)  # one caller going away cancels no one else's registration
+        except Exception:
+            if self.sessions.get(session_id) is session:
+                del self.sessions[session_id]  # the next event starts afresh instead of meeting this failure again
+            raise
         session.last_used = time.monotonic()
         return session.router
 

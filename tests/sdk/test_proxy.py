@@ -10,7 +10,7 @@ import openai
 import pytest
 from aiohttp import web
 
-from tao_coordinator.core.events import ToolStart
+from tao_coordinator.core.events import Close, Register, ToolStart
 from tao_sdk.proxy import ProxyConfig, RoutingProxy
 from tests.conftest import listen_to_feed
 
@@ -159,6 +159,35 @@ def test_hook_events_are_relayed_with_the_proxys_session_token(proxy, coordinato
     assert httpx2.post(proxy.url + "/tao/v1/events", json={"events": "nope"}).status_code == 422
     bad = {**events["events"][1], "tool_start": {"call_id": "toolu_2", "tool": "Bash", "program": "ls -la"}}
     assert httpx2.post(proxy.url + "/tao/v1/events", json={"events": [bad]}).status_code == 422
+
+
+def test_a_close_relayed_while_the_session_registers_waits_for_the_registration(proxy, coordinator):
+    """A hook's close can reach the proxy while the session's registration is still on its way (a short session, or
+    SessionStart's hook racing the first model call). It must wait for the registration: a router not yet
+    registered drops a close, and the session would then hold its place until its lease ran out."""
+    fed = []
+
+    def registration_answered_late(event, actions, error):
+        if getattr(event, "session_id", None) == "cc-short":
+            fed.append(event)
+        if isinstance(event, Register):
+            time.sleep(0.5)  # the coordinator answers the registration half a second late
+
+    listen_to_feed(coordinator.service, registration_answered_late)
+    context = {"harness": "claude-code"}
+    register = {"events": [{"kind": "register", "session_id": "cc-short", "registration": {"context": context}}]}
+    registering = threading.Thread(target=httpx2.post, args=(proxy.url + "/tao/v1/events",), kwargs={"json": register})
+    registering.start()
+    deadline = time.monotonic() + 5
+    while not fed:
+        assert time.monotonic() < deadline, "the registration never reached the coordinator"
+        time.sleep(0.01)
+    close = {"events": [{"kind": "close", "session_id": "cc-short"}]}
+    answer = httpx2.post(proxy.url + "/tao/v1/events", json=close, timeout=10).json()
+    registering.join(10)
+    assert answer["results"] == [{"ok": True, "status": 204}]
+    assert [type(event) for event in fed] == [Register, Close]
+    assert "cc-short" not in sessions(coordinator)
 
 
 @pytest.mark.parametrize("path", ["/healthz", "/health"])
