@@ -95,7 +95,7 @@ def test_a_session_end_hook_slowed_by_a_loaded_machine_still_closes_the_session(
 ):
     """Claude Code kills a SessionEnd hook at its timeout, and a killed hook loses the close (seen in CI, where one
     hook outlived the 3 s timeout TAO used to install). The installed timeout leaves room for a slow start-up, here
-    4 s before the hook begins; Claude Code still waits no longer than the hook runs."""
+    4 s before the hook begins, and Claude Code waits for the hook: the close is in before it exits."""
     proxy = start_proxy(coordinator.url, coordinator.token)
     assert cli.main(["install", "claude-code", "--project", str(project), "--proxy", proxy, "--model", MODEL]) == 0
     settings_file = project / ".claude" / "settings.local.json"
@@ -106,10 +106,6 @@ def test_a_session_end_hook_slowed_by_a_loaded_machine_still_closes_the_session(
     env = claude_env(project, project.parent / "home")
     prompt = f"claude-code hello ({uuid.uuid4().hex[:8]})"
     command = [claude, "-p", prompt, "--allowedTools", "Bash", "--output-format", "json"]
-    started = time.monotonic()
     completed = subprocess.run(command, cwd=project, env=env, capture_output=True, timeout=150, check=False)
-    took = time.monotonic() - started
     assert completed.returncode == 0, completed.stderr.decode()[-2000:]
-    session_id = json.loads(completed.stdout)["session_id"]
-    coordinator.recorder.wait_closed(session_id, timeout=1.0)  # closed before Claude Code exited
-    assert took < 4.0 + session_end["timeout"]
+    coordinator.recorder.wait_closed(json.loads(completed.stdout)["session_id"], timeout=1.0)
