@@ -42,6 +42,7 @@ import asyncio
 import json
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,6 +82,8 @@ NODE_REFRESH_S = 30.0
 """How often the proxy asks the coordinator for the fleet's nodes when not given `--nodes`."""
 NODE_RETRY_S = 2.0
 """How soon it asks again while it has not learned any."""
+CLOSED_REMEMBERED = 4096
+"""How many closed sessions the proxy remembers, to drop the hook reports that arrive after their close."""
 
 
 @dataclass
@@ -119,6 +122,10 @@ class RoutingProxy:
         self.learned_nodes: tuple[str, ...] = ()
         """Node URLs the coordinator last listed (used only without `--nodes`)."""
         self.inferred = InferredTools()
+        self.closed: OrderedDict[str, None] = OrderedDict()
+        """The last `CLOSED_REMEMBERED` sessions a close ended, oldest first: a hook's report that arrives after the
+        close (Claude Code's tool ends are reported by a hook that runs in the background) is dropped instead of
+        registering the session again, which would then hold a place nobody uses."""
 
     def give_up(self, queue: QueueState) -> bool:
         """Whether a waiting call is answered 429 rather than held (`ProxyConfig.max_queue_wait_s`)."""
@@ -146,6 +153,7 @@ class RoutingProxy:
                 fallback_nodes=self.fallback_nodes,
                 **self.config.options,
             )
+            self.closed.pop(session_id, None)
             router = AsyncRouter(config)
             registration = asyncio.ensure_future(router.register())
             session = self.sessions[session_id] = _Session(router, time.monotonic(), registration)
@@ -341,12 +349,18 @@ class RoutingProxy:
         return web.json_response({"results": results})
 
     async def _relay_one(self, event: protocol.BatchedEvent) -> dict[str, Any]:
+        if event.kind == "register":
+            self.closed.pop(event.session_id, None)  # a resumed session (`claude --resume` keeps its id) opens again
+        elif event.session_id in self.closed:
+            return {"ok": True, "status": 204}
         arrived = time.monotonic()
         context = event.registration.context if event.registration else protocol.AgentContext()
         session = self.sessions.get(event.session_id)
         start = event.tool_start
         dated = arrived - (start.age_s or 0.0) if start is not None else arrived
         happened = self.inferred.hook_start_time(event.session_id, start.call_id, dated) if start else dated
+        if event.kind == "close":
+            self._remember_closed(event.session_id)
         if not self.inferred.hook_event(event, happened) or (session is None and event.kind == "close"):
             return {"ok": True, "status": 204}
         router = await self.router(event.session_id, context)
@@ -359,12 +373,18 @@ class RoutingProxy:
             self._log_tool("hook", "end", event.session_id, end.call_id, happened, status=end.status)
             await router.tool_end(end.call_id, end.duration_s, end.status, happened=happened)
         elif event.kind == "close":
-            del self.sessions[event.session_id]
-            await router.close()
+            if self.sessions.pop(event.session_id, None) is not None:  # not when a close sent twice got here first
+                await router.close()
         elif event.kind == "heartbeat":
             await router.heartbeat_if_due()
         await router.flush()
         return {"ok": True, "status": 204}
+
+    def _remember_closed(self, session_id: str) -> None:
+        self.closed[session_id] = None
+        self.closed.move_to_end(session_id)
+        while len(self.closed) > CLOSED_REMEMBERED:
+            self.closed.popitem(last=False)
 
     # -- app -------------------------------------------------------------------------------------------------------
 

@@ -190,6 +190,27 @@ def test_a_close_relayed_while_the_session_registers_waits_for_the_registration(
     assert "cc-short" not in sessions(coordinator)
 
 
+def test_a_hook_report_after_the_close_does_not_open_the_session_again(proxy, coordinator):
+    """Claude Code's tool ends come from a hook it runs in the background, which can report after the session's
+    close: that report is dropped, where it used to register the session again (given a place nobody would use
+    until its lease ran out). A registration, as of a resumed session, opens it again."""
+
+    def relay(*events):
+        answer = httpx2.post(proxy.url + "/tao/v1/events", json={"events": list(events)})
+        assert answer.json()["results"] == [{"ok": True, "status": 204}] * len(events)
+
+    register = {"kind": "register", "session_id": "cc-done", "registration": {"context": {"harness": "claude-code"}}}
+    start = {"kind": "tool_start", "session_id": "cc-done", "tool_start": {"call_id": "toolu_1", "tool": "Bash"}}
+    relay(register, start)
+    assert sessions(coordinator)["cc-done"].tools
+    relay({"kind": "close", "session_id": "cc-done"})
+    relay({"kind": "tool_end", "session_id": "cc-done", "tool_end": {"call_id": "toolu_1"}})
+    assert "cc-done" not in sessions(coordinator) and "cc-done" not in proxy.proxy.sessions
+    relay({"kind": "close", "session_id": "cc-done"})  # twice: nothing to do
+    relay(register)
+    assert "cc-done" in sessions(coordinator)
+
+
 @pytest.mark.parametrize("path", ["/healthz", "/health"])
 def test_the_proxy_answers_health_probes_on_both_paths(proxy, coordinator, path):
     with openai.OpenAI(base_url=proxy.url + "/v1", api_key="x", default_headers={"x-session-affinity": "ses_h"}) as c:
