@@ -8,6 +8,7 @@
 | `TAO_PROXY_URL` | the `tao proxy` address the harness hooks relay tool events to | the Claude Code hook |
 | `TAO_HOOK_TIMEOUT_S` | how long a hook waits for the proxy | the Claude Code hook |
 | `TAO_HOOK_STATE_DIR` | where the hook keeps its markers of open background waits | the Claude Code hook |
+| `TAO_HOOK_LOG` | a file the hook appends each event's outcome to, one line each | the Claude Code hook |
 | `TAO_TRACES` | the folder of the trace files | `tao sim`, `tao bench` |
 
 Each function takes the environment to read (`os.environ` unless given, so a hook or a test can pass its own) and
@@ -24,6 +25,7 @@ from collections.abc import Mapping
 __all__ = [
     "VARIABLES",
     "coordinator",
+    "hook_log",
     "hook_state_dir",
     "hook_timeout_s",
     "nodes",
@@ -39,6 +41,7 @@ VARIABLES = (
     "TAO_PROXY_URL",
     "TAO_HOOK_TIMEOUT_S",
     "TAO_HOOK_STATE_DIR",
+    "TAO_HOOK_LOG",
     "TAO_TRACES",
 )
 """Every variable the project reads, in the order of the table above."""
@@ -80,6 +83,11 @@ def hook_timeout_s(env: Environment | None = None) -> str | None:
 def hook_state_dir(env: Environment | None = None) -> str | None:
     """`$TAO_HOOK_STATE_DIR`: the folder of the Claude Code hook's markers."""
     return _get("TAO_HOOK_STATE_DIR", env)
+
+
+def hook_log(env: Environment | None = None) -> str | None:
+    """`$TAO_HOOK_LOG`: the file the Claude Code hook reports each event's outcome to (none: it stays silent)."""
+    return _get("TAO_HOOK_LOG", env)
 
 
 def traces(env: Environment | None = None) -> str | None:

@@ -63,13 +63,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with contextlib.suppress(Exception):  # a hook must never fail the user's tool call
+    began = time.monotonic()
+    payload: Any = None
+    outcome = "nothing to report"
+    try:
         payload = json.loads(sys.stdin.read() or "{}")
         events = events_for(payload, os.environ) if isinstance(payload, dict) else []
         events = only_open_waits(events, state_dir(os.environ))
         if events:
-            post_events(proxy_url(), with_age(events, started_ago()), _timeout_s(os.environ))
+            relayed = post_events(proxy_url(), with_age(events, started_ago()), _timeout_s(os.environ))
+            outcome = "relayed" if relayed else "not relayed: the proxy did not answer 2xx"
+    except Exception as error:  # a hook must never fail the user's tool call
+        outcome = f"failed: {type(error).__name__}: {error}"
+    with contextlib.suppress(Exception):
+        log_outcome(os.environ, payload, outcome, time.monotonic() - began)
     return 0
+
+
+def log_outcome(env: Mapping[str, str], payload: Any, outcome: str, took_s: float) -> None:
+    """Append what became of one event to `$TAO_HOOK_LOG`, when set: the hook is silent otherwise, and a report
+    that never reached the proxy would leave no trace."""
+    path = environment.hook_log(env)
+    if not path:
+        return
+    fields = payload if isinstance(payload, dict) else {}
+    line = {
+        "at": round(time.time(), 3),
+        "event": fields.get("hook_event_name"),
+        "session_id": fields.get("session_id"),
+        "outcome": outcome,
+        "took_s": round(took_s, 3),
+        "age_s": started_ago(),
+    }
+    with open(path, "a", encoding="utf-8") as log:
+        log.write(json.dumps(line) + "\n")
 
 
 SHELLS = frozenset({"sh", "dash", "bash", "zsh"})

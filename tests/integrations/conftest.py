@@ -76,6 +76,11 @@ def python_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def hook_log(home: Path) -> Path:
+    """Where TAO's Claude Code hooks of a `claude_env(…, home)` run say what became of each event."""
+    return home / "tao-hook.log"
+
+
 def claude_env(project: Path, home: Path) -> dict[str, str]:
     """The environment of an offline `claude -p` in `project` with its own `home`. Its model calls reach the proxy
     only through the project's settings' `env` block: the base URL here is a dead address (for which Claude Code also
@@ -88,6 +93,7 @@ def claude_env(project: Path, home: Path) -> dict[str, str]:
         ANTHROPIC_BASE_URL="http://127.0.0.1:9",
         CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
         DISABLE_AUTOUPDATER="1",
+        TAO_HOOK_LOG=str(hook_log(home)),
     )
     for name in ("TAO_PROXY_URL", "ANTHROPIC_MODEL", "CLAUDECODE", "CLAUDE_CODE_SESSION_ID"):
         env.pop(name, None)
@@ -133,10 +139,14 @@ class Recorder:
     def sessions(self, harness_name: str) -> list[str]:
         return [e.session_id for e in self.events(Register) if e.context.harness == harness_name]
 
-    def wait_closed(self, session_id: str, timeout: float = 10.0) -> None:
+    def wait_closed(self, session_id: str, timeout: float = 10.0, hooks_said: Path | None = None) -> None:
+        """Wait for the session's close; a failure says what the core was fed, and what the hooks logged to
+        `hooks_said` (a `hook_log`)."""
         deadline = time.monotonic() + timeout
         while not self.events(Close, session_id):
-            assert time.monotonic() < deadline, f"session {session_id} was never closed; {self.story(session_id)}"
+            if time.monotonic() >= deadline:
+                said = hooks_said.read_text() if hooks_said is not None and hooks_said.exists() else "nothing"
+                raise AssertionError(f"session {session_id} was never closed; {self.story(session_id)}; hooks: {said}")
             time.sleep(0.05)
 
     def story(self, session_id: str) -> str:

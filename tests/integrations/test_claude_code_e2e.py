@@ -10,7 +10,7 @@ import pytest
 
 from tao_sdk import cli
 
-from .conftest import MODEL, claude_env, harness, served
+from .conftest import MODEL, claude_env, harness, hook_log, served
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def test_claude_runs_a_bash_command_reported_to_the_coordinator(claude, coordina
     result = run_claude(claude, project, proxy, "claude-code hello")
     assert result["result"] == "All done."
     recorder, session_id = coordinator.recorder, result["session_id"]
-    recorder.wait_closed(session_id)
+    recorder.wait_closed(session_id, hooks_said=hook_log(project.parent / "home"))
     assert recorder.sessions("claude-code") == [session_id]
     [(start, end)] = recorder.tools(session_id)
     assert (start.tool, start.hints.timeout_s, start.hints.sleep_s, start.hints.background) == ("Bash", 5.0, 1.0, False)
@@ -66,7 +66,7 @@ def test_a_background_command_and_the_wait_for_it_are_reported(claude, coordinat
     result = run_claude(claude, project, proxy, "claude-code background")
     assert result["result"] == "It finished."
     recorder, session_id = coordinator.recorder, result["session_id"]
-    recorder.wait_closed(session_id)
+    recorder.wait_closed(session_id, hooks_said=hook_log(project.parent / "home"))
     (bash_start, bash_end), (wait_start, wait_end) = recorder.tools(session_id)
     hints = bash_start.hints
     assert (bash_start.tool, hints.background, hints.sleep_s, hints.timeout_s) == ("Bash", True, 4.0, 5.0)
@@ -108,4 +108,5 @@ def test_a_session_end_hook_slowed_by_a_loaded_machine_still_closes_the_session(
     command = [claude, "-p", prompt, "--allowedTools", "Bash", "--output-format", "json"]
     completed = subprocess.run(command, cwd=project, env=env, capture_output=True, timeout=150, check=False)
     assert completed.returncode == 0, completed.stderr.decode()[-2000:]
-    coordinator.recorder.wait_closed(json.loads(completed.stdout)["session_id"], timeout=1.0)
+    session_id = json.loads(completed.stdout)["session_id"]
+    coordinator.recorder.wait_closed(session_id, timeout=1.0, hooks_said=hook_log(project.parent / "home"))

@@ -262,3 +262,24 @@ def test_a_relay_that_never_answers_costs_at_most_the_hook_timeout():
         completed, elapsed = run_hook(PRE_TOOL_USE, f"http://127.0.0.1:{silent.getsockname()[1]}", "0.5")
     assert (completed.returncode, completed.stdout, completed.stderr) == (0, b"", b"")
     assert elapsed < 4.5
+
+
+def test_with_a_log_named_the_hook_says_what_became_of_each_event(tmp_path):
+    """The hook is silent and always exits 0, so a report that never reached the proxy left no trace: with
+    `$TAO_HOOK_LOG` each event's outcome is appended there."""
+    log = tmp_path / "hook.log"
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Relay)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        run_hook(PRE_TOOL_USE, f"http://127.0.0.1:{server.server_port}", TAO_HOOK_LOG=str(log))
+    finally:
+        server.shutdown()
+        server.server_close()
+    session_end = json.dumps(hook("SessionEnd", reason="other")).encode()
+    run_hook(session_end, f"http://127.0.0.1:{free_port()}", TAO_HOOK_LOG=str(log))
+    run_hook(b"{not json", f"http://127.0.0.1:{free_port()}", TAO_HOOK_LOG=str(log))
+    relayed, refused, broken = [json.loads(line) for line in log.read_text().splitlines()]
+    assert (relayed["event"], relayed["session_id"], relayed["outcome"]) == ("PreToolUse", SESSION, "relayed")
+    assert (refused["event"], refused["outcome"]) == ("SessionEnd", "not relayed: the proxy did not answer 2xx")
+    assert broken["event"] is None and broken["outcome"].startswith("failed: JSONDecodeError")
+    assert all(entry["took_s"] >= 0 and entry["at"] > 0 for entry in (relayed, refused, broken))

@@ -10,6 +10,7 @@ noise (one run's tool took 1.2 s and the other's 1.9 s on a loaded 2-core machin
 
 import json
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -56,6 +57,19 @@ def timeline(coordinator, session_id):
     )
     assert reply.status_code == 200
     return reply.json()
+
+
+def settled_timeline(coordinator, session_id, timeout_s=10.0):
+    """The session's timeline once every tool in it has ended. It no longer changes then: a tool's end is the hook's,
+    or the one the proxy infers at the next model call, after which the hook's is dropped. (That the session's
+    close arrives is test_claude_code_e2e.py's to check, not this comparison's.)"""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        view = timeline(coordinator, session_id)
+        if view["tools"] and all(tool["ended_at"] is not None for tool in view["tools"]):
+            return view
+        assert time.monotonic() < deadline, f"the tools of {session_id} never ended: {view['tools']}"
+        time.sleep(0.05)
 
 
 def tools_after_their_call(view):
@@ -115,9 +129,7 @@ def test_without_hooks_the_proxy_reports_the_tools_the_hooks_report(claude, coor
         project.mkdir()
         result = run_claude(claude, project, proxy, "claude-code hello", hooks)
         assert result["result"] == "All done."
-        if hooks:
-            coordinator.recorder.wait_closed(result["session_id"])
-        view = timeline(coordinator, result["session_id"])
+        view = settled_timeline(coordinator, result["session_id"])
         views[hooks] = tools_after_their_call(view)
         timings[hooks] = gaps(view, wire_log(log, result["session_id"]))
     assert_same_moments(timings[True], timings[False], capsys, "claude-code")

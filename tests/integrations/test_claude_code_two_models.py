@@ -31,7 +31,7 @@ from tao_coordinator.core.events import Acquire, LlmEnd
 from tao_coordinator.fakevllm import FakeNodeConfig, ReplyPolicy, ThreadedFleet
 from tao_sdk import cli
 
-from .conftest import HELLO, claude_env, harness
+from .conftest import HELLO, claude_env, harness, hook_log
 
 LARGE, SMALL = "org/large-32b", "org/small-4b"
 LARGE_NODES, SMALL_NODES = ("node-0", "node-1"), ("node-2", "node-3")
@@ -166,7 +166,7 @@ def test_claude_code_small_model_calls_run_on_small_model_nodes_with_and_without
         result = run_two_models(claude, project, proxy, hooks)
         assert result["result"] == "All done."
         if hooks:
-            coordinator.recorder.wait_closed(result["session_id"])
+            coordinator.recorder.wait_closed(result["session_id"], hooks_said=hook_log(tmp_path / "home-True"))
         answered = fleet.answered[first:]  # type: ignore[attr-defined]
         routed = routes(coordinator.recorder, result["session_id"])
         figures[hooks] = check_two_models(answered, routed)
