@@ -381,8 +381,7 @@ class RoutingProxy:
         return {"ok": True, "status": 204}
 
     def _remember_closed(self, session_id: str) -> None:
-        self.closed[session_id] = None
-        self.closed.move_to_end(session_id)
+        self.closed[session_id] = None  # new: a close of a session remembered already is dropped before this
         while len(self.closed) > CLOSED_REMEMBERED:
             self.closed.popitem(last=False)
 

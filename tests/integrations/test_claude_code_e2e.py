@@ -18,11 +18,24 @@ def claude():
     return harness("claude", "npm @anthropic-ai/claude-code")
 
 
+def install_hooks(project, proxy):
+    assert cli.main(["install", "claude-code", "--project", str(project), "--proxy", proxy, "--model", MODEL]) == 0
+
+
+def home_of(project):
+    """The `HOME` of the `claude -p` runs in `project`."""
+    return project.parent / "home"
+
+
 def run_claude(binary, project, proxy, prompt):
     """Install the hooks into `project` for `proxy`, then run `claude -p` there; its JSON result."""
-    assert cli.main(["install", "claude-code", "--project", str(project), "--proxy", proxy, "--model", MODEL]) == 0
-    home = project.parent / "home"
-    env = claude_env(project, home)
+    install_hooks(project, proxy)
+    return claude_p(binary, project, prompt)
+
+
+def claude_p(binary, project, prompt):
+    """`claude -p` in `project`, with the hooks installed there; its JSON result."""
+    env = claude_env(project, home_of(project))
     command = [binary, "-p", f"{prompt} ({uuid.uuid4().hex[:8]})", "--allowedTools", "Bash", "--output-format", "json"]
     completed = subprocess.run(command, cwd=project, env=env, capture_output=True, timeout=150, check=False)
     assert completed.returncode == 0, completed.stderr.decode()[-2000:] + completed.stdout.decode()[-2000:]
@@ -50,7 +63,7 @@ def test_claude_runs_a_bash_command_reported_to_the_coordinator(claude, coordina
     result = run_claude(claude, project, proxy, "claude-code hello")
     assert result["result"] == "All done."
     recorder, session_id = coordinator.recorder, result["session_id"]
-    recorder.wait_closed(session_id, hooks_said=hook_log(project.parent / "home"))
+    recorder.wait_closed(session_id, hooks_said=hook_log(home_of(project)))
     assert recorder.sessions("claude-code") == [session_id]
     [(start, end)] = recorder.tools(session_id)
     assert (start.tool, start.hints.timeout_s, start.hints.sleep_s, start.hints.background) == ("Bash", 5.0, 1.0, False)
@@ -66,7 +79,7 @@ def test_a_background_command_and_the_wait_for_it_are_reported(claude, coordinat
     result = run_claude(claude, project, proxy, "claude-code background")
     assert result["result"] == "It finished."
     recorder, session_id = coordinator.recorder, result["session_id"]
-    recorder.wait_closed(session_id, hooks_said=hook_log(project.parent / "home"))
+    recorder.wait_closed(session_id, hooks_said=hook_log(home_of(project)))
     (bash_start, bash_end), (wait_start, wait_end) = recorder.tools(session_id)
     hints = bash_start.hints
     assert (bash_start.tool, hints.background, hints.sleep_s, hints.timeout_s) == ("Bash", True, 4.0, 5.0)
@@ -96,17 +109,11 @@ def test_a_session_end_hook_slowed_by_a_loaded_machine_still_closes_the_session(
     """Claude Code kills a SessionEnd hook at its timeout, and a killed hook loses the close (seen in CI, where one
     hook outlived the 3 s timeout TAO used to install). The installed timeout leaves room for a slow start-up, here
     4 s before the hook begins, and Claude Code waits for the hook: the close is in before it exits."""
-    proxy = start_proxy(coordinator.url, coordinator.token)
-    assert cli.main(["install", "claude-code", "--project", str(project), "--proxy", proxy, "--model", MODEL]) == 0
+    install_hooks(project, start_proxy(coordinator.url, coordinator.token))
     settings_file = project / ".claude" / "settings.local.json"
     settings = json.loads(settings_file.read_text())
     [[session_end]] = [entry["hooks"] for entry in settings["hooks"]["SessionEnd"]]
     session_end["command"] = "sleep 4; " + session_end["command"]
     settings_file.write_text(json.dumps(settings))
-    env = claude_env(project, project.parent / "home")
-    prompt = f"claude-code hello ({uuid.uuid4().hex[:8]})"
-    command = [claude, "-p", prompt, "--allowedTools", "Bash", "--output-format", "json"]
-    completed = subprocess.run(command, cwd=project, env=env, capture_output=True, timeout=150, check=False)
-    assert completed.returncode == 0, completed.stderr.decode()[-2000:]
-    session_id = json.loads(completed.stdout)["session_id"]
-    coordinator.recorder.wait_closed(session_id, timeout=1.0, hooks_said=hook_log(project.parent / "home"))
+    result = claude_p(claude, project, "claude-code hello")
+    coordinator.recorder.wait_closed(result["session_id"], timeout=1.0, hooks_said=hook_log(home_of(project)))

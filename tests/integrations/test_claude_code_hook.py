@@ -14,8 +14,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tao_coordinator.core.events import Close, Register
 from tao_integrations.claude_code import BACKGROUND_WAIT, events_for
 from tao_sdk import protocol
+from tests.conftest import listen_to_feed
 
 from .conftest import free_port, python_env
 
@@ -283,3 +285,46 @@ def test_with_a_log_named_the_hook_says_what_became_of_each_event(tmp_path):
     assert (refused["event"], refused["outcome"]) == ("SessionEnd", "not relayed: the proxy did not answer 2xx")
     assert broken["event"] is None and broken["outcome"].startswith("failed: JSONDecodeError")
     assert all(entry["took_s"] >= 0 and entry["at"] > 0 for entry in (relayed, refused, broken))
+
+
+def test_a_tool_end_reported_after_the_session_end_leaves_the_session_closed(coordinator, start_proxy):
+    """Real hook processes through a real `tao proxy`: Claude Code runs its PostToolUse hook in the background, so
+    its report can reach the proxy after SessionEnd's close. The session stays closed (the proxy used to register
+    it again, and the coordinator gave it a place nobody would use)."""
+    proxy = start_proxy(coordinator.url, coordinator.token)
+    call = {"tool_name": "Bash", "tool_input": HELLO, "tool_use_id": "toolu_1"}
+    for payload in (
+        hook("SessionStart", source="startup"),
+        hook("PreToolUse", **call),
+        hook("SessionEnd", reason="other"),
+        hook("PostToolUse", **call, duration_ms=1010, tool_response={"interrupted": False}),
+    ):
+        completed, _ = run_hook(json.dumps(payload).encode(), proxy)
+        assert (completed.returncode, completed.stdout, completed.stderr) == (0, b"", b"")
+    items = coordinator.recorder.items
+    fed = [type(event).__name__ for event, _ in items if getattr(event, "session_id", None) == SESSION]
+    assert fed == ["Register", "ToolStart", "Close"]
+    assert SESSION not in coordinator.service.coordinator.sessions
+
+
+def test_a_session_end_while_the_session_registers_closes_it(coordinator, start_proxy):
+    """Real hook processes through a real `tao proxy`, the coordinator answering the registration 0.5 s late: a
+    SessionEnd reported meanwhile waits for the registration and closes the session (it used to find the session
+    not yet registered, drop the close, and leave the session holding a place until its lease ran out)."""
+    proxy = start_proxy(coordinator.url, coordinator.token)
+    registering = threading.Event()
+
+    def registration_answered_late(event, actions, error):
+        if isinstance(event, Register) and event.session_id == SESSION:
+            registering.set()
+            time.sleep(0.5)
+
+    listen_to_feed(coordinator.service, registration_answered_late)
+    start = threading.Thread(target=run_hook, args=(json.dumps(hook("SessionStart", source="startup")).encode(), proxy))
+    start.start()
+    assert registering.wait(10), "the registration never reached the coordinator"
+    completed, _ = run_hook(json.dumps(hook("SessionEnd", reason="other")).encode(), proxy)
+    start.join(30)
+    assert completed.returncode == 0
+    assert [type(event) for event in coordinator.recorder.events(Close, SESSION)] == [Close]
+    assert SESSION not in coordinator.service.coordinator.sessions

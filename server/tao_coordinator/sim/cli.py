@@ -17,7 +17,7 @@ from .limit import LimitOptionError, add_limit_arguments, limit_policy_names
 from .node import BUILTIN_PROFILES, NodeProfile, UnknownProfile, profile_by_name
 from .node.profile import with_cpu_tier
 from .plan_timing import PLAN_TIMINGS, PlanTiming
-from .runs import Replay, ReplaySetup, run_replays
+from .runs import Replay, ReplaySetup, replay_grid, run_replays
 from .small_nodes import SmallNodes, small_model_calls, small_nodes
 from .workloads import (
     DEFAULT_CHAT_SHARE,
@@ -313,13 +313,12 @@ def run(args: argparse.Namespace) -> int:
     setup = ReplaySetup(
         profile, small, args.nodes, settings, timing, args.seed, args.kv_events, not args.no_timing, sweep
     )
-    replays = [Replay(p, c, d) for p in policies for c in concurrencies for d in delays]
-    results = run_replays(workload, setup, replays, args.jobs)
+    results = run_replays(workload, setup, replay_grid(policies, concurrencies, delays), args.jobs)
     print(render_table(results))
     medians = median_runs(results) if sweep else results
     if sweep:
         print(render_spread(results))
-    limit_replays = [Replay(p, c, d) for p in limit_policies for c in concurrencies for d in delays]
+    limit_replays = replay_grid(limit_policies, concurrencies, delays)
     limits, limit_runs = _limits(workload, limit_replays, replace(setup, profile=real_profile, small=real_small), args)
     if limits:
         if sweep:

@@ -31,6 +31,11 @@ class Replay:
     delay_ms: float
 
 
+def replay_grid(policies: list[str], concurrencies: list[int], delays_ms: list[float]) -> list[Replay]:
+    """Every policy × concurrency × charge, in the order `tao sim` reports them."""
+    return [Replay(p, c, d) for p in policies for c in concurrencies for d in delays_ms]
+
+
 @dataclass(frozen=True)
 class ReplaySetup:
     """What every replay of one fleet shares."""
